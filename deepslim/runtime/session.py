@@ -1,0 +1,226 @@
+"""ctypes binding over the public C API (deepslim.h): what a Python user gets is what a C user gets."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from deepslim.runtime.errors import BY_STATUS, DsmRuntimeError
+
+_LIB_NAME = "libdeepslim.so"
+_lib: ctypes.CDLL | None = None
+
+_i64_p = ctypes.POINTER(ctypes.c_int64)
+_f32_p = ctypes.POINTER(ctypes.c_float)
+
+
+def library_path() -> Path:
+    """Where the native library is: $DEEPSLIM_LIBRARY, beside this module, or in the installed package."""
+    candidates = []
+    if os.environ.get("DEEPSLIM_LIBRARY"):
+        candidates.append(Path(os.environ["DEEPSLIM_LIBRARY"]))
+    candidates.append(Path(__file__).with_name(_LIB_NAME))
+    try:  # an editable install keeps the built library in site-packages, apart from the sources
+        for f in metadata.files("deepslim") or []:
+            if f.name == _LIB_NAME:
+                candidates.append(Path(f.locate()))
+    except metadata.PackageNotFoundError:
+        pass
+    for path in candidates:
+        if path.is_file():
+            return path.resolve()
+    raise ImportError(
+        f"the deepslim native runtime ({_LIB_NAME}) was not found (looked in: "
+        + ", ".join(str(p) for p in candidates)
+        + "). Build it with `make build` (or `pip install .`), or set DEEPSLIM_LIBRARY to its path."
+    )
+
+
+def _load() -> ctypes.CDLL:
+    global _lib
+    if _lib is not None:
+        return _lib
+    lib = ctypes.CDLL(str(library_path()))
+    st = ctypes.c_int
+    vp = ctypes.c_void_p
+    sig = {
+        "ds_last_error": (ctypes.c_char_p, []),
+        "ds_status_name": (ctypes.c_char_p, [st]),
+        "ds_version": (ctypes.c_char_p, []),
+        "ds_format_version": (ctypes.c_uint32, []),
+        "ds_model_load_file": (st, [ctypes.c_char_p, ctypes.POINTER(vp)]),
+        "ds_model_load_memory": (st, [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(vp)]),
+        "ds_model_free": (None, [vp]),
+        "ds_model_input_count": (st, [vp, ctypes.POINTER(ctypes.c_size_t)]),
+        "ds_model_output_count": (st, [vp, ctypes.POINTER(ctypes.c_size_t)]),
+        "ds_session_create": (st, [vp, vp, ctypes.POINTER(vp)]),
+        "ds_session_free": (None, [vp]),
+        "ds_session_set_input": (st, [vp, ctypes.c_size_t, _f32_p, _i64_p, ctypes.c_size_t]),
+        "ds_session_run": (st, [vp]),
+        "ds_session_output_shape": (
+            st,
+            [vp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(_i64_p)],
+        ),
+        "ds_session_get_output": (st, [vp, ctypes.c_size_t, _f32_p, ctypes.c_size_t]),
+    }
+    info_args = [
+        vp,
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_char_p),
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.POINTER(_i64_p),
+    ]
+    sig["ds_model_input_info"] = (st, info_args)
+    sig["ds_model_output_info"] = (st, info_args)
+    for name, (restype, argtypes) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    _lib = lib
+    return lib
+
+
+def _check(status: int, what: str) -> None:
+    if status == 0:
+        return
+    lib = _load()
+    message = (lib.ds_last_error() or b"").decode("utf-8", "replace")
+    cls = BY_STATUS.get(status, DsmRuntimeError)
+    name = (lib.ds_status_name(status) or b"?").decode()
+    raise cls(f"{what}: {message} [{name}]")
+
+
+class _SessionOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("threads", ctypes.c_int)]
+
+
+def runtime_version() -> str:
+    return _load().ds_version().decode()
+
+
+class Session:
+    """A loaded .dsm model, ready to run.
+
+    `run(x)` takes a float32 array (NCHW for images) per graph input, checks its shape against the
+    model, and returns the output array (or a dict name -> array when the model has several outputs).
+    """
+
+    def __init__(self, path: str | os.PathLike, threads: int = 1):
+        lib = _load()
+        self._lib = lib
+        self._model = ctypes.c_void_p()
+        self._session = ctypes.c_void_p()
+        self.path = Path(path)
+        if not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be a whole number >= 1, got {threads!r}")
+        if not self.path.is_file():
+            raise FileNotFoundError(f"model file {str(self.path)!r} does not exist")
+        _check(
+            lib.ds_model_load_file(os.fsencode(self.path), ctypes.byref(self._model)),
+            f"loading {self.path}",
+        )
+        self.input_names, self.input_shapes = self._io_info(lib.ds_model_input_count, lib.ds_model_input_info)
+        self.output_names, self.output_shapes = self._io_info(
+            lib.ds_model_output_count, lib.ds_model_output_info
+        )
+        options = _SessionOptions(ctypes.sizeof(_SessionOptions), threads)
+        _check(
+            lib.ds_session_create(self._model, ctypes.byref(options), ctypes.byref(self._session)),
+            f"creating a session for {self.path}",
+        )
+        self.threads = threads
+
+    def _io_info(self, count_fn, info_fn) -> tuple[list[str], list[tuple[int, ...]]]:
+        n = ctypes.c_size_t()
+        _check(count_fn(self._model, ctypes.byref(n)), "reading the model's inputs/outputs")
+        names, shapes = [], []
+        for i in range(n.value):
+            name = ctypes.c_char_p()
+            rank = ctypes.c_size_t()
+            dims = _i64_p()
+            _check(
+                info_fn(self._model, i, ctypes.byref(name), ctypes.byref(rank), ctypes.byref(dims)),
+                "reading the model's inputs/outputs",
+            )
+            names.append(name.value.decode())
+            shapes.append(tuple(int(dims[k]) for k in range(rank.value)))
+        return names, shapes
+
+    def run(self, *inputs: np.ndarray, **named: np.ndarray):
+        arrays = self._gather_inputs(inputs, named)
+        lib = self._lib
+        keep = []  # the runtime reads the input buffers during run: keep them alive until then
+        for i, (name, x) in enumerate(zip(self.input_names, arrays)):
+            x = np.ascontiguousarray(x, dtype=np.float32)
+            dims = (ctypes.c_int64 * x.ndim)(*x.shape)
+            keep.append((x, dims))
+            _check(
+                lib.ds_session_set_input(self._session, i, x.ctypes.data_as(_f32_p), dims, x.ndim),
+                f"input {name!r}",
+            )
+        _check(lib.ds_session_run(self._session), f"running {self.path.name}")
+        outputs = {}
+        for i, name in enumerate(self.output_names):
+            rank = ctypes.c_size_t()
+            dims = _i64_p()
+            _check(
+                lib.ds_session_output_shape(self._session, i, ctypes.byref(rank), ctypes.byref(dims)),
+                f"output {name!r}",
+            )
+            shape = tuple(int(dims[k]) for k in range(rank.value))
+            out = np.empty(shape, dtype=np.float32)
+            _check(
+                lib.ds_session_get_output(self._session, i, out.ctypes.data_as(_f32_p), out.size),
+                f"output {name!r}",
+            )
+            outputs[name] = out
+        del keep
+        if len(outputs) == 1:
+            return next(iter(outputs.values()))
+        return outputs
+
+    def _gather_inputs(self, inputs, named) -> list[np.ndarray]:
+        if inputs and named:
+            raise TypeError("pass inputs either by position or by name, not both")
+        if named:
+            unknown = set(named) - set(self.input_names)
+            if unknown:
+                raise KeyError(f"unknown input(s) {sorted(unknown)}; the model's inputs are {self.input_names}")
+            missing = [n for n in self.input_names if n not in named]
+            if missing:
+                raise KeyError(f"missing input(s) {missing}")
+            return [named[n] for n in self.input_names]
+        if len(inputs) != len(self.input_names):
+            raise TypeError(
+                f"the model takes {len(self.input_names)} input(s) {self.input_names}, got {len(inputs)}"
+            )
+        return list(inputs)
+
+    def close(self) -> None:
+        if getattr(self, "_session", None):
+            self._lib.ds_session_free(self._session)
+            self._session = ctypes.c_void_p()
+        if getattr(self, "_model", None):
+            self._lib.ds_model_free(self._model)
+            self._model = ctypes.c_void_p()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{n}{list(s)}" for n, s in zip(self.input_names, self.input_shapes))
+        outs = ", ".join(f"{n}{list(s)}" for n, s in zip(self.output_names, self.output_shapes))
+        return f"Session({str(self.path)!r}, threads={self.threads}, inputs: {ins}; outputs: {outs})"
