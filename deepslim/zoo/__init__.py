@@ -1,0 +1,35 @@
+"""Model definitions written here (no torchvision), built by name: `get("lenet5")`.
+
+Models use plain nn.Conv2d / nn.Linear / nn.ReLU / nn.MaxPool2d / nn.Flatten / nn.Softmax modules
+so the torch front end can trace them, and expose `input_shape` (C, H, W) as a class attribute.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# name -> (module, class); modules are imported on first use so listing names needs no torch.
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "lenet300": ("deepslim.zoo.lenet300", "LeNet300"),
+    "lenet5": ("deepslim.zoo.lenet5", "LeNet5"),
+    "facenet1m": ("deepslim.zoo.facenet1m", "FaceNet1M"),
+}
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def model_class(name: str):
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown model {name!r}; known models: {', '.join(names())}")
+    module, cls = _REGISTRY[name]
+    return getattr(importlib.import_module(module), cls)
+
+
+def get(name: str, **kwargs):
+    """A freshly initialised model; keyword arguments go to its constructor (e.g. num_classes)."""
+    return model_class(name)(**kwargs)
+
+
+__all__ = ["get", "model_class", "names"]
