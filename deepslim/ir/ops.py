@@ -1,0 +1,113 @@
+"""What each op accepts: inputs and attributes with their types and defaults (docs/format.md, "ops").
+
+Attribute kinds are the .dsm attribute types: "int", "float", "ints", "floats", "string".
+A default of `REQUIRED` marks an attribute that must be given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from deepslim.ir.graph import OPS
+
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    kind: str  # "int" | "float" | "ints" | "floats" | "string"
+    default: Any = REQUIRED
+    length: int | None = None  # required length of an "ints"/"floats" attribute
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    inputs: tuple[str, ...]  # required inputs, in order
+    optional: tuple[str, ...] = ()  # optional inputs after them
+    attrs: dict[str, AttrSpec] = field(default_factory=dict)
+
+    @property
+    def id(self) -> int:
+        return OPS[self.name]
+
+
+_POOL = {
+    "kernel": AttrSpec("ints", REQUIRED, 2),
+    "strides": AttrSpec("ints", None, 2),  # None: the default is `kernel`
+    "pads": AttrSpec("ints", [0, 0, 0, 0], 4),
+    "ceil_mode": AttrSpec("int", 0),
+}
+
+OP_SPECS: dict[str, OpSpec] = {
+    "conv2d": OpSpec(
+        "conv2d",
+        ("x", "weight"),
+        ("bias",),
+        {
+            "strides": AttrSpec("ints", [1, 1], 2),
+            "pads": AttrSpec("ints", [0, 0, 0, 0], 4),
+            "dilations": AttrSpec("ints", [1, 1], 2),
+            "group": AttrSpec("int", 1),
+            "activation": AttrSpec("int", 0),
+        },
+    ),
+    "dense": OpSpec("dense", ("x", "weight"), ("bias",), {"activation": AttrSpec("int", 0)}),
+    "maxpool2d": OpSpec("maxpool2d", ("x",), (), dict(_POOL)),
+    "avgpool2d": OpSpec("avgpool2d", ("x",), (), {**_POOL, "count_include_pad": AttrSpec("int", 0)}),
+    "relu": OpSpec("relu", ("x",)),
+    "flatten": OpSpec("flatten", ("x",), (), {"axis": AttrSpec("int", 1)}),
+    "softmax": OpSpec("softmax", ("x",), (), {"axis": AttrSpec("int", -1)}),
+}
+
+OPS_BY_ID: dict[int, str] = {op_id: name for name, op_id in OPS.items()}
+
+
+def check_attr(op: str, key: str, value: Any) -> Any:
+    """Return `value` normalised to its kind (int, float, list[int], list[float], str); raise
+    ValueError naming the op and the attribute if the key is unknown or the value does not fit."""
+    spec = OP_SPECS[op].attrs.get(key)
+    if spec is None:
+        known = ", ".join(OP_SPECS[op].attrs) or "none"
+        raise ValueError(f"{op}: unknown attribute {key!r} (known: {known})")
+    try:
+        if spec.kind == "int":
+            return _as_int(value)
+        if spec.kind == "float":
+            return float(value)
+        if spec.kind == "string":
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        items = list(value)
+        items = [_as_int(v) for v in items] if spec.kind == "ints" else [float(v) for v in items]
+    except (TypeError, ValueError):
+        raise ValueError(f"{op}: attribute {key!r} must be of kind {spec.kind}, got {value!r}") from None
+    if spec.length is not None and len(items) != spec.length:
+        raise ValueError(f"{op}: attribute {key!r} needs {spec.length} values, got {len(items)}")
+    return items
+
+
+def check_node(op: str, inputs: list[str], attrs: dict[str, Any]) -> dict[str, Any]:
+    """Check input count and attributes of a node; returns the normalised attributes."""
+    spec = OP_SPECS[op]
+    if not len(spec.inputs) <= len(inputs) <= len(spec.inputs) + len(spec.optional):
+        raise ValueError(
+            f"{op}: takes {len(spec.inputs)} to {len(spec.inputs) + len(spec.optional)} inputs, "
+            f"got {len(inputs)}"
+        )
+    for i, name in enumerate(inputs[: len(spec.inputs)]):
+        if not name:
+            raise ValueError(f"{op}: input {spec.inputs[i]!r} is required")
+    out = {key: check_attr(op, key, value) for key, value in attrs.items()}
+    for key, a in spec.attrs.items():
+        if a.default is REQUIRED and key not in out:
+            raise ValueError(f"{op}: attribute {key!r} is required")
+    return out
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, float) or not hasattr(value, "__index__"):
+        raise TypeError
+    return int(value)
