@@ -1,0 +1,39 @@
+#include "kernels/kernels.h"
+
+namespace ds {
+
+// Direct convolution: one output element at a time, skipping taps that fall in the padding.
+void ds_f32_conv2d__scalar(const Conv2dParams& p, const float* x, const float* w, const float* bias,
+                           float* y) {
+  const int64_t cg = p.c / p.group;  // input channels per group
+  const int64_t og = p.o / p.group;  // output channels per group
+  for (int64_t b = 0; b < p.n; ++b) {
+    for (int64_t oc = 0; oc < p.o; ++oc) {
+      const int64_t g = oc / og;
+      const float* wo = w + oc * cg * p.kh * p.kw;
+      float* yo = y + (b * p.o + oc) * p.oh * p.ow;
+      for (int64_t oy = 0; oy < p.oh; ++oy) {
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          float acc = bias ? bias[oc] : 0.0f;
+          for (int64_t ic = 0; ic < cg; ++ic) {
+            const float* xc = x + (b * p.c + g * cg + ic) * p.h * p.w;
+            const float* wc = wo + ic * p.kh * p.kw;
+            for (int64_t ky = 0; ky < p.kh; ++ky) {
+              const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+              if (iy < 0 || iy >= p.h) continue;
+              for (int64_t kx = 0; kx < p.kw; ++kx) {
+                const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
+                if (ix < 0 || ix >= p.w) continue;
+                acc += xc[iy * p.w + ix] * wc[ky * p.kw + kx];
+              }
+            }
+          }
+          if (p.relu && acc < 0.0f) acc = 0.0f;
+          yo[oy * p.ow + ox] = acc;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace ds

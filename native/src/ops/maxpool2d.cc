@@ -1,0 +1,24 @@
+// maxpool2d (op id 3): x (N,C,H,W).
+#include "ops/pool2d.h"
+
+namespace ds {
+namespace {
+
+OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
+  return pool2d_parse(attrs, node, "maxpool2d", false);
+}
+
+Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const std::string& node) {
+  return pool2d_infer_shape(p, *in[0], node, "maxpool2d");
+}
+
+void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os,
+         const KernelTable& k) {
+  k.maxpool2d(pool2d_kernel_params(p, *in[0].shape, os), in[0].data, out);
+}
+
+}  // namespace
+
+extern const OpDef kMaxPool2dOp = {3, "maxpool2d", 1, 1, parse, infer_shape, run};
+
+}  // namespace ds
