@@ -74,15 +74,28 @@ def encode_dsm(graph: Graph) -> tuple[bytes, WriteReport]:
     encoded = [encode_tensor(v) for v in graph.constants()]
     index = {e.info.name: i for i, e in enumerate(encoded)}
     graph_bytes = encode_graph_section(graph, index)
-    infos = [e.info for e in encoded]
+    data = assemble_dsm(graph_bytes, [e.info for e in encoded], [e.payloads for e in encoded])
+    reports = [
+        TensorReport(e.info.name, e.info.shape, e.info.element_count, e.nonzeros, e.fillers,
+                     e.info.describe(), {s.role: s.length for s in e.info.streams}, e.info.stored_bytes)
+        for e in encoded
+    ]
+    table_len = HEADER.unpack_from(data)[7]
+    return data, WriteReport("", reports, HEADER_SIZE, len(graph_bytes), table_len, len(data))
+
+
+def assemble_dsm(graph_bytes: bytes, infos: list[TensorInfo], payloads: list[list[bytes]],
+                 version: int = VERSION, flags: int = 0) -> bytes:
+    """Lay out header, graph section, tensor table and 64-byte aligned streams into file bytes.
+    Sets each stream's offset (and length) in `infos`; CRCs are taken as they are in `infos`."""
     tensors_offset = HEADER_SIZE + len(graph_bytes)
     table_len = len(write_tensor_table(infos))  # offsets do not change the table's size
     pos = _align(tensors_offset + table_len)
     blobs = []
-    for e in encoded:
-        for s, payload in zip(e.info.streams, e.payloads):
+    for info, streams in zip(infos, payloads):
+        for s, payload in zip(info.streams, streams):
             pos = _align(pos)
-            s.offset = pos
+            s.offset, s.length = pos, len(payload)
             blobs.append((pos, payload))
             pos += len(payload)
     table = write_tensor_table(infos)
@@ -91,14 +104,9 @@ def encode_dsm(graph: Graph) -> tuple[bytes, WriteReport]:
     out[tensors_offset : tensors_offset + len(table)] = table
     for offset, payload in blobs:
         out[offset : offset + len(payload)] = payload
-    out[:HEADER_SIZE] = HEADER.pack(MAGIC, VERSION, 0, pos, HEADER_SIZE, len(graph_bytes),
+    out[:HEADER_SIZE] = HEADER.pack(MAGIC, version, flags, pos, HEADER_SIZE, len(graph_bytes),
                                     tensors_offset, len(table), crc32(graph_bytes), crc32(table))
-    reports = [
-        TensorReport(e.info.name, e.info.shape, e.info.element_count, e.nonzeros, e.fillers,
-                     e.info.describe(), {s.role: s.length for s in e.info.streams}, e.info.stored_bytes)
-        for e in encoded
-    ]
-    return bytes(out), WriteReport("", reports, HEADER_SIZE, len(graph_bytes), len(table), pos)
+    return bytes(out)
 
 
 def write_dsm(graph: Graph, path: str | os.PathLike) -> WriteReport:
