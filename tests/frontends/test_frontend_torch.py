@@ -289,3 +289,32 @@ def test_shared_module_called_twice():
     g = _check(Twice(), torch.randn(2, 5))
     assert [n.name for n in g.nodes] == ["fc", "relu", "fc_1"] and g.nodes[2].outputs == ["output"]
     assert g.nodes[0].inputs[1:] == g.nodes[2].inputs[1:] == ["fc.weight", "fc.bias"]
+
+
+def test_optimized_graph_matches_torch():
+    from deepslim.ir.passes import optimize
+
+    torch.manual_seed(6)
+    model = FunctionalNet().eval()
+    x = torch.randn(3, 3, 15, 15)
+    g = optimize(from_torch(model, x))
+    g.validate()
+    assert [(n.op, n.attrs.get("activation", 0)) for n in g.nodes] == [
+        ("conv2d", 1), ("maxpool2d", 0), ("conv2d", 1), ("avgpool2d", 0), ("flatten", 0), ("dense", 0), ("softmax", 0)
+    ]
+    with torch.no_grad():
+        np.testing.assert_allclose(run_graph(g, x.numpy()), model(x).numpy(), atol=TOL)
+
+
+@pytest.mark.parametrize("name", ["lenet300", "lenet5", "facenet1m"])
+def test_zoo_models_convert_and_analyze(name):
+    zoo = pytest.importorskip("deepslim.zoo")
+    from deepslim.analyze import analyze, infer_shapes, totals
+
+    torch.manual_seed(7)
+    model = zoo.get(name).eval()
+    x = torch.randn(2, *model.input_shape)
+    g = _check(model, x)
+    assert totals(analyze(g)).params == sum(p.numel() for p in model.parameters())
+    shapes = infer_shapes(g, batch=-1)
+    assert all(shapes[name] == g.values[name].shape for name in shapes)
