@@ -296,6 +296,11 @@ class _Converter:
 
     def _const(self, name: str, data: np.ndarray, changed: bool = False) -> str:
         if name in self.graph.values:
+            if not np.array_equal(self.graph.values[name].data, data):
+                raise UnsupportedModelError(
+                    f"parameter {name!r} is used by several calls with different values after BatchNorm "
+                    "folding (a shared module followed by a BatchNorm at only some of its calls)"
+                )
             return name
         enc = self.encodings.get(name)
         if enc is not None and changed and enc.codebook is not None:

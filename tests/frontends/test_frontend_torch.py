@@ -318,3 +318,19 @@ def test_zoo_models_convert_and_analyze(name):
     assert totals(analyze(g)).params == sum(p.numel() for p in model.parameters())
     shapes = infer_shapes(g, batch=-1)
     assert all(shapes[name] == g.values[name].shape for name in shapes)
+
+
+def test_shared_conv_folded_differently_is_an_error():
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(2, 2, 1)
+            self.bn = nn.BatchNorm2d(2)
+
+        def forward(self, x):
+            return self.conv(self.bn(self.conv(x)))  # folded at the first call only
+
+    m = Shared()
+    _randomize_bn(m.bn)
+    with pytest.raises(UnsupportedModelError, match="conv.weight"):
+        from_torch(m, torch.randn(1, 2, 3, 3))
