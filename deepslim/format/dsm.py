@@ -122,7 +122,7 @@ def _check_graph(graph: Graph) -> None:
     try:
         graph.validate()
         for node in graph.nodes:
-            node.attrs = check_node(node.op, node.inputs, node.attrs)
+            check_node(node.op, node.inputs, node.attrs)
     except (ValueError, KeyError) as e:
         raise DsmFormatError(f"graph: {e}") from None
     for v in graph.values.values():
