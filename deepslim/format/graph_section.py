@@ -27,7 +27,10 @@ def encode_graph_section(graph: Graph, tensor_index: dict[str, int]) -> bytes:
         w.put_str(value.name, f"value {value.name!r}: name")
         w.put("u8", DTYPES[value.dtype])
         w.put("u8", len(value.shape))
-        w.put_array("i64", list(value.shape))
+        shape = list(value.shape)
+        if shape[:1] == [-1] and value.name not in graph.inputs:
+            shape[0] = 1  # an activation is stored with its shape at batch 1
+        w.put_array("i64", shape)
         w.put("i32", tensor_index.get(value.name, -1))
     for names in (graph.inputs, graph.outputs):
         w.put("u32", len(names))
@@ -86,7 +89,7 @@ def decode_graph_section(data: bytes, tensor_count: int) -> tuple[Graph, dict[st
             if d < 1 and d != -1:
                 raise r.fail(f"{field} dims", f"{dims} has a dimension that is neither >= 1 nor -1")
         if any(d == -1 for d in dims[1:]):
-            raise r.fail(f"{field} dims", f"{dims}: only dims[0] (the batch) may be -1")
+            raise r.fail(f"{field} dims", f"{dims}: only dims[0] of a graph input (the batch) may be -1")
         index = r.get("i32", f"{field} tensor_index")
         if index != -1:
             if not 0 <= index < tensor_count:
@@ -112,6 +115,9 @@ def decode_graph_section(data: bytes, tensor_count: int) -> tuple[Graph, dict[st
     for name in graph.inputs:
         if name in tensor_of:
             raise r.fail("input_values", f"{name!r} is a constant, not an activation")
+    for name, value in graph.values.items():
+        if value.shape[:1] == (-1,) and name not in graph.inputs:
+            raise r.fail(f"value {name!r} dims", f"{value.shape}: only dims[0] of a graph input may be -1")
 
     n_nodes = r.get_count("u32", MAX_NODES, "node_count")
     for i in range(n_nodes):

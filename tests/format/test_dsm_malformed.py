@@ -236,6 +236,9 @@ def test_invalid_graph_sections(mutate, message):
         (lambda w: (w.put("u32", 0), w.put("u32", 0), w.put("u32", 0), w.put("u32", 1), w.put("u16", 99)),
          "99 is not a known op"),
         (lambda w: [w.put("u32", 0) for _ in range(4)] + [w.put("u8", 0)], "trailing bytes"),
+        (lambda w: (w.put("u32", 1), w.put_str("v", ""), w.put("u8", 1), w.put("u8", 2), w.put("i64", -1),
+                    w.put("i64", 3), w.put("i32", -1), w.put("u32", 0), w.put("u32", 0)),
+         "only dims\\[0\\] of a graph input"),
         (lambda w: (w.put("u32", 1), w.put("u16", 5000)), "length 5000"),
     ],
 )

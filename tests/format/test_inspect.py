@@ -27,6 +27,6 @@ def test_size_breakdown_columns(tmp_path):
     path = tmp_path / "m.dsm"
     path.write_bytes(data)
     text = format_inspect(path)
-    assert "dense      fc" in text and "activation=1" in text and "h [-1, 10]" in text
+    assert "dense      fc" in text and "activation=1" in text and "h [1, 10]" in text
     assert "fc.weight" in text and "10.0%" in text and "total" in text
     assert f"file: {len(data)} bytes" in text
