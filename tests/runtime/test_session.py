@@ -1,0 +1,87 @@
+"""deepslim.runtime.Session through the C API: fixtures, error mapping, shapes, batch."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepslim.runtime import ChecksumError, FormatError, Session, ShapeError, VersionError
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+
+def _sidecar(name: str, shape) -> np.ndarray:
+    return np.fromfile(FIXTURES / name, dtype="<f4").reshape(shape)
+
+
+@pytest.mark.parametrize("fixture", ["tiny_dense", "tiny_compressed"])
+def test_fixture_matches_numpy_reference(fixture):
+    s = Session(FIXTURES / f"{fixture}.dsm")
+    shape = (1,) + s.input_shapes[0][1:]
+    x = _sidecar(f"{fixture}.input.bin", shape)
+    y = s.run(x)
+    expected = _sidecar(f"{fixture}.output.bin", y.shape)
+    assert y.shape == (1,) + s.output_shapes[0][1:]
+    np.testing.assert_allclose(y, expected, atol=1e-4, rtol=0)
+
+
+def test_wrong_input_shape_is_a_shape_error_naming_the_input():
+    s = Session(FIXTURES / "tiny_dense.dsm")
+    c, h, w = s.input_shapes[0][1:]
+    with pytest.raises(ShapeError, match=s.input_names[0]):
+        s.run(np.zeros((1, c + 1, h, w), np.float32))
+    with pytest.raises(ShapeError):
+        s.run(np.zeros((c, h, w), np.float32))  # rank 3 instead of 4
+    # the session still works after a refused input
+    assert s.run(np.zeros((1, c, h, w), np.float32)).shape[0] == 1
+
+
+def test_wrong_number_of_inputs():
+    s = Session(FIXTURES / "tiny_dense.dsm")
+    with pytest.raises(TypeError, match="takes 1 input"):
+        s.run()
+    with pytest.raises(KeyError, match="unknown input"):
+        s.run(nope=np.zeros(1, np.float32))
+
+
+def test_future_version_is_a_version_error():
+    with pytest.raises(VersionError, match="version"):
+        Session(FIXTURES / "bad_version.dsm")
+
+
+def test_corrupt_and_truncated_files_raise_format_errors(tmp_path):
+    data = (FIXTURES / "tiny_compressed.dsm").read_bytes()
+    bad = tmp_path / "bad.dsm"
+    bad.write_bytes(b"NOTADSM!" + data[8:])
+    with pytest.raises(FormatError, match="magic"):
+        Session(bad)
+    for cut in (0, 10, 63, 64, 100, len(data) // 2, len(data) - 1):
+        bad.write_bytes(data[:cut])
+        with pytest.raises(FormatError):
+            Session(bad)
+    flipped = bytearray(data)
+    flipped[-5] ^= 0xFF  # inside the last stream: its CRC no longer matches
+    bad.write_bytes(bytes(flipped))
+    with pytest.raises(ChecksumError):
+        Session(bad)
+
+
+def test_missing_file_and_bad_threads():
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Session("/nonexistent/model.dsm")
+    with pytest.raises(ValueError, match="threads"):
+        Session(FIXTURES / "tiny_dense.dsm", threads=0)
+
+
+def test_closed_session_refuses_to_run():
+    s = Session(FIXTURES / "tiny_dense.dsm")
+    s.close()
+    with pytest.raises(Exception):
+        s.run(np.zeros((1,) + s.input_shapes[0][1:], np.float32))
+
+
+def test_importing_the_runtime_does_not_import_torch():
+    code = "import sys, deepslim.runtime, deepslim.format; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
