@@ -1,5 +1,6 @@
 // .dsm v1 loader (docs/format.md): validates every field against the file size and the format's
 // limits, then decodes every tensor to dense float32.
+#include <algorithm>
 #include <cstring>
 #include <unordered_set>
 
@@ -381,12 +382,34 @@ void derive_io_dims(Model& m) {
   }
 }
 
+// Bytes that no section or stream covers are padding and must be zero, so that no byte of a file
+// can change without the loader noticing (a CRC covers everything else).
+void check_padding(const uint8_t* data, size_t size, const Header& h, const std::vector<TensorRecord>& records) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans = {
+      {0, kHeaderSize}, {h.graph_offset, h.graph_length}, {h.tensors_offset, h.tensors_length}};
+  for (const TensorRecord& t : records)
+    for (const StreamRecord& s : t.streams) spans.push_back({s.offset, s.length});
+  std::sort(spans.begin(), spans.end());
+  uint64_t covered = 0;
+  auto check_gap = [&](uint64_t end) {
+    for (uint64_t i = covered; i < end; ++i)
+      if (data[i] != 0)
+        fail(DS_ERR_FORMAT, "byte ", i, " lies outside every section and stream but is not zero padding");
+  };
+  for (const auto& [offset, length] : spans) {
+    if (offset > covered) check_gap(offset);
+    covered = std::max(covered, offset + length);
+  }
+  check_gap(size);
+}
+
 }  // namespace
 
 std::unique_ptr<Model> load_model(const uint8_t* data, size_t size) {
   if (!data) fail(DS_ERR_INVALID_ARG, "model data is NULL");
   const Header h = read_header(data, size);
   std::vector<TensorRecord> records = read_tensor_table(data, h);
+  check_padding(data, size, h, records);
   auto m = std::make_unique<Model>();
   read_graph(data, h, records, *m);
   for (TensorRecord& t : records) {

@@ -1,0 +1,342 @@
+// Malformed files: each must be refused with a status and a message, never crash (run these
+// under -DDEEPSLIM_SANITIZE=ON to check memory safety too).
+#include <cstring>
+#include <string>
+
+#include "core/model.h"
+#include "deepslim/deepslim.h"
+#include "dsm_writer.h"
+#include "harness.h"
+#include "tiny_net.h"
+
+namespace {
+
+struct Outcome {
+  ds_status status;
+  std::string error;
+};
+
+Outcome load(const dsw::Bytes& b, size_t size) {
+  ds_model* m = nullptr;
+  const ds_status st = ds_model_load_memory(b.data(), size, &m);
+  Outcome o{st, ds_last_error()};
+  ds_model_free(m);
+  return o;
+}
+Outcome load(const dsw::Bytes& b) { return load(b, b.size()); }
+Outcome load(const dsw::File& f) { return load(dsw::serialize(f)); }
+
+// Refused with this status and a message holding `needle`.
+void expect(const Outcome& o, ds_status status, const std::string& needle, int line) {
+  if (o.status != status || o.error.find(needle) == std::string::npos)
+    harness::record_failure(__FILE__, line, std::string("got ") + ds_status_name(o.status) + " '" + o.error +
+                                                "', expected " + ds_status_name(status) + " with '" + needle + "'");
+}
+#define EXPECT_REFUSED(outcome, status, needle) expect(outcome, status, needle, __LINE__)
+
+template <typename T>
+void patch(dsw::Bytes& b, size_t offset, T v) {
+  std::memcpy(b.data() + offset, &v, sizeof(T));
+}
+
+// Loads, and when that works, runs the model at batch 1 if its shapes stay small; must not crash.
+bool load_and_maybe_run(const dsw::Bytes& b) {
+  ds_model* m = nullptr;
+  if (ds_model_load_memory(b.data(), b.size(), &m) != DS_OK) {
+    if (std::strlen(ds_last_error()) == 0) harness::record_failure(__FILE__, __LINE__, "empty error message");
+    return false;
+  }
+  size_t rank;
+  const int64_t* dims;
+  if (ds_model_input_info(m, 0, nullptr, &rank, &dims) == DS_OK) {
+    std::vector<int64_t> d(dims, dims + rank);
+    int64_t n = 1;
+    for (int64_t& v : d) n *= (v = v == -1 ? 1 : v);
+    ds_session* s = nullptr;
+    if (n <= 4096 && ds_session_create(m, nullptr, &s) == DS_OK) {
+      std::vector<float> x(size_t(n), 0.5f);
+      if (ds_session_set_input(s, 0, x.data(), d.data(), d.size()) == DS_OK) ds_session_run(s);
+    }
+    ds_session_free(s);
+  }
+  ds_model_free(m);
+  return true;
+}
+
+}  // namespace
+
+TEST(valid_base_file_loads) {
+  CHECK(load(tiny::build().file).status == DS_OK);
+}
+
+TEST(truncation_at_every_byte) {
+  const dsw::Bytes b = dsw::serialize(tiny::build().file);
+  for (size_t n = 0; n < b.size(); ++n) {
+    const Outcome o = load(b, n);
+    CHECK_MSG(o.status != DS_OK && !o.error.empty(), "length " + std::to_string(n));
+  }
+}
+
+// Truncated files whose header file_size is patched to match, so the later checks get their turn.
+TEST(truncation_with_consistent_file_size) {
+  dsw::Layout lay;
+  const dsw::Bytes b = dsw::serialize(tiny::build().file, &lay);
+  std::vector<size_t> cuts = {64, size_t(lay.graph_offset + lay.graph_length / 2), size_t(lay.tensors_offset),
+                              size_t(lay.tensors_offset + lay.tensors_length - 1), size_t(lay.tensors_offset + lay.tensors_length)};
+  for (const auto& s : lay.streams) cuts.push_back(size_t(s.first + s.second / 2)), cuts.push_back(size_t(s.first));
+  tiny::Rng rng(4);
+  // Only the end padding can go without harm, so cut before the last stream's end.
+  const uint64_t end = lay.streams.back().first + lay.streams.back().second;
+  for (int i = 0; i < 300; ++i) cuts.push_back(64 + rng.below(uint32_t(end - 64)));
+  for (size_t n : cuts) {
+    dsw::Bytes t(b.begin(), b.begin() + long(n));
+    patch<uint64_t>(t, 16, n);
+    const Outcome o = load(t);
+    CHECK_MSG(o.status != DS_OK && !o.error.empty(), "length " + std::to_string(n));
+  }
+}
+
+TEST(header_errors) {
+  const dsw::Bytes b = dsw::serialize(tiny::build().file);
+  dsw::Bytes m = b;
+  m[0] = 'X';
+  EXPECT_REFUSED(load(m), DS_ERR_FORMAT, "magic");
+  dsw::File f = tiny::build().file;
+  f.version = 2;
+  EXPECT_REFUSED(load(f), DS_ERR_VERSION, "version 2; this runtime reads version 1");
+  f.version = 1;
+  f.flags = 4;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "flags");
+  dsw::Bytes big = b;
+  big.resize(b.size() + 64, 0);
+  EXPECT_REFUSED(load(big), DS_ERR_FORMAT, "file_size");
+  dsw::Bytes off = b;
+  patch<uint64_t>(off, 24, uint64_t(1) << 62);
+  EXPECT_REFUSED(load(off), DS_ERR_FORMAT, "graph section offset");
+  off = b;
+  patch<uint64_t>(off, 48, ~uint64_t(0));
+  EXPECT_REFUSED(load(off), DS_ERR_FORMAT, "tensor table offset");
+}
+
+TEST(checksum_errors_for_each_section_and_stream) {
+  dsw::File f = tiny::build().file;
+  f.bad_graph_crc = true;
+  EXPECT_REFUSED(load(f), DS_ERR_CHECKSUM, "graph section CRC-32");
+  f.bad_graph_crc = false;
+  f.bad_tensors_crc = true;
+  EXPECT_REFUSED(load(f), DS_ERR_CHECKSUM, "tensor table CRC-32");
+  f.bad_tensors_crc = false;
+  int checked = 0;
+  for (size_t t = 0; t < f.tensors.size(); ++t)
+    for (size_t k = 0; k < f.tensors[t].streams.size(); ++k) {
+      dsw::File g = f;
+      g.tensors[t].streams[k].bad_crc = true;
+      EXPECT_REFUSED(load(g), DS_ERR_CHECKSUM, "tensor '" + f.tensors[t].name + "': stream " + std::to_string(k));
+      ++checked;
+    }
+  CHECK(checked == 9);
+}
+
+TEST(absurd_counts_offsets_and_shapes) {
+  dsw::Layout lay;
+  const dsw::Bytes b = dsw::serialize(tiny::build().file, &lay);
+  dsw::Bytes c = b;
+  patch<uint32_t>(c, lay.graph_offset, 0xFFFFFFF0u);  // value_count
+  dsw::fix_crcs(c, lay);
+  EXPECT_REFUSED(load(c), DS_ERR_FORMAT, "value_count");
+  c = b;
+  patch<uint32_t>(c, lay.graph_offset, 900000u);  // under the limit, but cannot fit
+  dsw::fix_crcs(c, lay);
+  EXPECT_REFUSED(load(c), DS_ERR_FORMAT, "value_count");
+  c = b;
+  patch<uint32_t>(c, lay.tensors_offset, 2000000u);  // tensor_count over the limit
+  dsw::fix_crcs(c, lay);
+  EXPECT_REFUSED(load(c), DS_ERR_FORMAT, "tensor_count");
+
+  dsw::File f = tiny::build().file;
+  f.tensors[0].dims = {1u << 20, 1u << 20, 1, 1};
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "tensor 0 ('conv1.weight')");
+  f = tiny::build().file;
+  f.tensors[1].dims = {4, 1, 1, 1, 1, 1, 1, 1, 1};
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "rank");
+  f = tiny::build().file;
+  f.values[0].dims = {-1, 1, 8, 0};
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "value 0 ('x')");
+  f = tiny::build().file;
+  f.values[0].dims = {-1, int64_t(1) << 20, int64_t(1) << 20, 8};
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "more than 2^31");
+  f = tiny::build().file;
+  f.tensors[1].streams[0].offset_override = 64 * 1000000;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "runs past the end of the file");
+  f = tiny::build().file;
+  f.tensors[1].streams[0].offset_override = int64_t(dsw::serialize(f).size()) - 60;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "multiple of 64");
+  f = tiny::build().file;
+  f.tensors[1].streams[0].length_override = int64_t(1) << 62;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "conv1.bias");
+  f = tiny::build().file;
+  f.tensors[1].streams[0].offset_override = 0;  // over the header
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "before the end of the tensor table");
+  f = tiny::build().file;
+  f.tensors[1].streams[0].count = 5;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "conv1.bias");
+  f = tiny::build().file;
+  f.tensors[1].streams.push_back(f.tensors[1].streams[0]);
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "appears twice");
+  f = tiny::build().file;
+  f.tensors[0].streams.pop_back();  // the codebook
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "codebook stream is missing");
+  f = tiny::build().file;
+  f.tensors[2].index_bits = 0;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "index_bits");
+  f = tiny::build().file;
+  f.tensors[2].entry_count = 1000;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "entry_count");
+}
+
+TEST(padding_must_be_zero) {
+  dsw::Layout lay;
+  dsw::Bytes b = dsw::serialize(tiny::build().file, &lay);
+  const uint64_t gap = lay.tensors_offset + lay.tensors_length;
+  REQUIRE(gap % 64 != 0);  // the base file has padding after the table
+  b[gap] = 1;
+  EXPECT_REFUSED(load(b), DS_ERR_FORMAT, "zero padding");
+}
+
+TEST(graph_structure_errors) {
+  const tiny::Net net = tiny::build();
+  dsw::File f = net.file;
+  f.nodes[2].inputs[0] = 999;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "node 'conv2' (conv2d): input 0 is value id 999");
+  f = net.file;
+  f.inputs = {77};
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "graph inputs");
+  f = net.file;
+  f.outputs.push_back(123456);
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "graph outputs");
+  f = net.file;
+  f.nodes[2].outputs[0] = 9999;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "output is value id 9999");
+  f = net.file;
+  std::swap(f.nodes[1], f.nodes[2]);
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "topological order");
+  f = net.file;
+  f.nodes[3].outputs = f.nodes[2].outputs;  // produced twice
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "already produced");
+  f = net.file;
+  f.nodes[4].outputs = {0};  // writes the graph input
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "already produced");
+  f = net.file;
+  f.nodes[0].inputs[1] = 0xFFFFFFFFu;  // a required input absent
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "required input 1 is absent");
+  f = net.file;
+  f.values[2].tensor_index = f.values[1].tensor_index;  // one record used twice
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "used by an earlier value");
+  f = net.file;
+  f.values[1].tensor_index = 99;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "tensor_index");
+  f = net.file;
+  f.values[6].dims[0] = -1;  // only a graph input's batch may be -1
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "only the batch");
+  f = net.file;
+  f.values[3].name = "x";
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "used by an earlier value");
+  f = net.file;
+  f.outputs = {uint32_t(f.values.size() - 1), 0};
+  f.nodes.pop_back();  // the softmax output is never produced
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "never produced");
+  f = net.file;
+  f.nodes[0].attrs.push_back(f.nodes[0].attrs[0]);
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "appears twice");
+  f = net.file;
+  f.nodes[0].attrs[0].type = 9;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "attribute type");
+  f = net.file;
+  f.nodes[4].inputs.push_back(f.nodes[4].inputs[0]);  // relu takes one input
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "node 'relu' (relu): has 2 inputs");
+  f = net.file;
+  f.graph_trailer = {0};
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "1 trailing bytes after the last node");
+}
+
+TEST(unknown_op_and_attribute) {
+  dsw::File f = tiny::build().file;
+  f.nodes[4].op = 42;
+  EXPECT_REFUSED(load(f), DS_ERR_UNSUPPORTED_OP, "node 'relu' has op id 42");
+  f = tiny::build().file;
+  f.nodes[0].attrs.push_back(dsw::attr_int("padding_mode", 1));
+  EXPECT_REFUSED(load(f), DS_ERR_UNSUPPORTED_OP, "unknown attribute 'padding_mode'");
+}
+
+TEST(shape_mismatch_in_weights) {
+  dsw::File f = tiny::build().file;
+  // fc.weight declared (and stored) as [10, 35] does not fit the 36 features.
+  std::vector<float> w(350, 0.5f);
+  f.tensors[3] = dsw::dense_tensor("fc.weight", {10, 35}, w);
+  f.values[4].dims = {10, 35};
+  EXPECT_REFUSED(load(f), DS_ERR_SHAPE, "node 'fc' (dense)");
+  f = tiny::build().file;
+  f.values[4].dims = {10, 37};  // value dims differ from its tensor record
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "differ from tensor 'fc.weight'");
+}
+
+TEST(decoding_errors) {
+  dsw::File f = tiny::build().file;
+  // conv1.weight: a codebook of 4 centroids; shrink it to 3 while index 3 is in use.
+  dsw::Stream& cb = f.tensors[0].streams[1];
+  cb.count = 3;
+  cb.bytes.resize(12);
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "tensor 'conv1.weight': stream 0 (values): cluster index 3");
+  // conv2.weight: relative indices that run past the 72 elements.
+  f = tiny::build().file;
+  dsw::Tensor& t = f.tensors[2];
+  std::vector<uint32_t> rel(t.entry_count, 3);
+  t.streams[0].bytes = dsw::bitpack_encode(rel, 2);
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "past the element count 72");
+  // fc.weight index stream: an over-subscribed Huffman table.
+  f = tiny::build().file;
+  dsw::Bytes& h = f.tensors[3].streams[0].bytes;
+  for (size_t i = 4; i < 4u + h[0]; ++i) h[i] = h[i] ? 1 : 0;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "tensor 'fc.weight': stream 0 (indices)");
+  // A raw stream with a non-zero bits field, and a bad codec.
+  f = tiny::build().file;
+  f.tensors[1].streams[0].bits = 3;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "raw stream");
+  f = tiny::build().file;
+  f.tensors[0].streams[0].codec = 7;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "codec 7");
+}
+
+TEST(random_byte_flips_are_refused) {
+  const dsw::Bytes b = dsw::serialize(tiny::build().file);
+  tiny::Rng rng(12345);
+  for (int i = 0; i < 3000; ++i) {
+    dsw::Bytes c = b;
+    const size_t at = rng.below(uint32_t(c.size()));
+    c[at] ^= uint8_t(1u << rng.below(8));
+    const Outcome o = load(c);
+    CHECK_MSG(o.status != DS_OK && !o.error.empty(), "flip at byte " + std::to_string(at));
+  }
+}
+
+// Flips inside the graph section and tensor table with their CRCs fixed: the parser itself sees
+// the damage. Some results are still valid files (e.g. a changed name); nothing may crash.
+TEST(random_flips_behind_fixed_checksums) {
+  dsw::Layout lay;
+  const dsw::Bytes b = dsw::serialize(tiny::build().file, &lay);
+  tiny::Rng rng(777);
+  int refused = 0;
+  const int rounds = 3000;
+  for (int i = 0; i < rounds; ++i) {
+    dsw::Bytes c = b;
+    const bool graph = rng.below(2) == 0;
+    const uint64_t base = graph ? lay.graph_offset : lay.tensors_offset;
+    const uint64_t len = graph ? lay.graph_length : lay.tensors_length;
+    const int flips = 1 + int(rng.below(3));
+    for (int k = 0; k < flips; ++k) c[base + rng.below(uint32_t(len))] ^= uint8_t(1u << rng.below(8));
+    dsw::fix_crcs(c, lay);
+    refused += load_and_maybe_run(c) ? 0 : 1;
+  }
+  std::printf("  %d of %d damaged files refused\n", refused, rounds);
+  CHECK(refused > rounds / 2);
+}
