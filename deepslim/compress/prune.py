@@ -16,7 +16,7 @@ from torch import nn
 
 from deepslim.compress.layers import check_keys, per_layer, weight_layers
 
-SCHEDULES = ("linear", "cubic")
+SCHEDULES = ("geometric", "linear", "cubic")
 _HOOK_ATTR = "_deepslim_mask_hook"
 
 
@@ -24,15 +24,16 @@ _HOOK_ATTR = "_deepslim_mask_hook"
 class PruneConfig:
     """sparsity: fraction of weights set to zero, per layer name or type ("conv", "fc").
 
-    The sparsity is reached in `iterations` prune-retrain rounds of `epochs_per_iteration` epochs;
-    round i of n prunes to target * f(i/n), f(t) = t ("linear") or 1 - (1 - t)^3 ("cubic", which prunes
-    more early while the network is still redundant). iterations=1 is one-shot pruning.
+    The sparsity is reached in `iterations` prune-retrain rounds of `epochs_per_iteration` epochs.
+    Round i of n prunes to: "geometric" 1 - (1 - target)^(i/n) (every round removes the same share of
+    the weights still left, so late rounds stay gentle), "linear" target * i/n, or "cubic"
+    target * (1 - (1 - i/n)^3). iterations=1 is one-shot pruning.
     """
 
     sparsity: dict[str, float]
     iterations: int = 1
     epochs_per_iteration: int = 1
-    schedule: str = "linear"
+    schedule: str = "geometric"
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig options for retraining
 
     def __post_init__(self) -> None:
@@ -55,13 +56,20 @@ class PruneConfig:
 # ------------------------------------------------------------------------------ stateless functions
 
 
-def schedule(target: float, iterations: int, kind: str = "linear") -> list[float]:
+def schedule(target: float, iterations: int, kind: str = "geometric") -> list[float]:
     """Sparsity after each of `iterations` rounds; the last is exactly `target`."""
+    if kind not in SCHEDULES:
+        raise ValueError(f"unknown pruning schedule {kind!r}; known: {SCHEDULES}")
     out = []
     for i in range(1, iterations + 1):
         t = i / iterations
-        f = t if kind == "linear" else 1.0 - (1.0 - t) ** 3
-        out.append(target if i == iterations else target * f)
+        if kind == "geometric":
+            s = 1.0 - (1.0 - target) ** t
+        elif kind == "linear":
+            s = target * t
+        else:
+            s = target * (1.0 - (1.0 - t) ** 3)
+        out.append(target if i == iterations else s)
     return out
 
 

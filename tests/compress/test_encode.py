@@ -119,3 +119,6 @@ def test_writer_accepts_encodings(tmp_path):
     report = encode.size_report(model, encs)
     # the estimate leaves out the header and the graph's ops only
     assert report.file_bytes <= path.stat().st_size <= report.file_bytes + 1024
+    decoded = {v.name: v.data for v in dsm.read_dsm(path).constants()}
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(decoded[key], value.numpy())

@@ -48,6 +48,8 @@ def test_schedule():
     assert prune.schedule(0.9, 3, "linear") == pytest.approx([0.3, 0.6, 0.9])
     cubic = prune.schedule(0.9, 3, "cubic")
     assert cubic[-1] == 0.9 and cubic[0] > 0.3 and cubic == sorted(cubic)
+    geometric = prune.schedule(0.875, 3, "geometric")  # density 1/8 reached by halving it 3 times
+    assert geometric == pytest.approx([0.5, 0.75, 0.875])
 
 
 def test_masked_weights_stay_zero_through_optimizer_steps():
@@ -73,7 +75,7 @@ def test_masked_weights_stay_zero_through_optimizer_steps():
 
 def test_iterative_prune_reaches_exact_sparsity():
     model = tiny_mlp()
-    config = PruneConfig(sparsity={"1": 0.7, "3": 0.5}, iterations=3, epochs_per_iteration=1,
+    config = PruneConfig(sparsity={"1": 0.7, "3": 0.5}, iterations=3, epochs_per_iteration=1, schedule="linear",
                          train={"batch_size": 16, "lr": 0.01})
     records = prune.prune(model, config, tiny_data(), progress=False)
     assert [r["iteration"] for r in records] == [1, 2, 3]
