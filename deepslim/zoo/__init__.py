@@ -13,6 +13,12 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "lenet300": ("deepslim.zoo.lenet300", "LeNet300"),
     "lenet5": ("deepslim.zoo.lenet5", "LeNet5"),
     "facenet1m": ("deepslim.zoo.facenet1m", "FaceNet1M"),
+    "squeezenet1_1": ("deepslim.zoo.squeezenet", "SqueezeNet1_1"),
+    "squeezenet1_1_fmnist": ("deepslim.zoo.squeezenet", "SqueezeNet1_1FMNIST"),
+    "mobilenet_v1": ("deepslim.zoo.mobilenet_v1", "MobileNetV1"),
+    "mobilenet_v1_fmnist": ("deepslim.zoo.mobilenet_v1", "MobileNetV1FMNIST"),
+    "mobilenet_v2": ("deepslim.zoo.mobilenet_v2", "MobileNetV2"),
+    "mobilenet_v2_fmnist": ("deepslim.zoo.mobilenet_v2", "MobileNetV2FMNIST"),
 }
 
 
