@@ -20,9 +20,35 @@ OPS: dict[str, int] = {
     "relu": 5,
     "flatten": 6,
     "softmax": 7,
+    "batchnorm": 8,
+    "activation": 9,
+    "add": 10,
+    "sub": 11,
+    "mul": 12,
+    "div": 13,
+    "concat": 14,
+    "conv_transpose2d": 15,
+    "lrn": 16,
+    "channel_shuffle": 17,
+    "reshape": 18,
+    "transpose": 19,
+    "pad": 20,
+    "resize": 21,
+    "global_avgpool": 22,
+    "global_maxpool": 23,
 }
 
-ACTIVATIONS: dict[str, int] = {"none": 0, "relu": 1}
+# Codes of the fused activation epilogue (`activation` attribute) and of the `activation` op's `kind`.
+ACTIVATIONS: dict[str, int] = {
+    "none": 0,
+    "relu": 1,
+    "clip": 2,
+    "leaky_relu": 3,
+    "sigmoid": 4,
+    "hardsigmoid": 5,
+    "hardswish": 6,
+    "tanh": 7,
+}
 
 
 @dataclass

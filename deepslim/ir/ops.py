@@ -40,25 +40,66 @@ _POOL = {
     "ceil_mode": AttrSpec("int", 0),
 }
 
+# The fused activation epilogue (docs/format.md, "Fused activation epilogue").
+_ACT = {
+    "activation": AttrSpec("int", 0),
+    "act_alpha": AttrSpec("float", 0.0),
+    "act_beta": AttrSpec("float", 0.0),
+}
+
+_CONV = {
+    "strides": AttrSpec("ints", [1, 1], 2),
+    "pads": AttrSpec("ints", [0, 0, 0, 0], 4),
+    "dilations": AttrSpec("ints", [1, 1], 2),
+    "group": AttrSpec("int", 1),
+}
+
+MAX_CONCAT_INPUTS = 255
+
 OP_SPECS: dict[str, OpSpec] = {
-    "conv2d": OpSpec(
-        "conv2d",
-        ("x", "weight"),
-        ("bias",),
-        {
-            "strides": AttrSpec("ints", [1, 1], 2),
-            "pads": AttrSpec("ints", [0, 0, 0, 0], 4),
-            "dilations": AttrSpec("ints", [1, 1], 2),
-            "group": AttrSpec("int", 1),
-            "activation": AttrSpec("int", 0),
-        },
-    ),
-    "dense": OpSpec("dense", ("x", "weight"), ("bias",), {"activation": AttrSpec("int", 0)}),
-    "maxpool2d": OpSpec("maxpool2d", ("x",), (), dict(_POOL)),
+    "conv2d": OpSpec("conv2d", ("x", "weight"), ("bias",), {**_CONV, **_ACT}),
+    "dense": OpSpec("dense", ("x", "weight"), ("bias",), dict(_ACT)),
+    "maxpool2d": OpSpec("maxpool2d", ("x",), (), {**_POOL, "dilations": AttrSpec("ints", [1, 1], 2)}),
     "avgpool2d": OpSpec("avgpool2d", ("x",), (), {**_POOL, "count_include_pad": AttrSpec("int", 0)}),
     "relu": OpSpec("relu", ("x",)),
     "flatten": OpSpec("flatten", ("x",), (), {"axis": AttrSpec("int", 1)}),
     "softmax": OpSpec("softmax", ("x",), (), {"axis": AttrSpec("int", -1)}),
+    "batchnorm": OpSpec("batchnorm", ("x", "scale", "bias", "mean", "var"), (), {"epsilon": AttrSpec("float", 1e-5)}),
+    "activation": OpSpec(
+        "activation", ("x",), (),
+        {"kind": AttrSpec("int", REQUIRED), "alpha": AttrSpec("float", 0.0), "beta": AttrSpec("float", 0.0)},
+    ),
+    "add": OpSpec("add", ("a", "b"), (), dict(_ACT)),
+    "sub": OpSpec("sub", ("a", "b")),
+    "mul": OpSpec("mul", ("a", "b")),
+    "div": OpSpec("div", ("a", "b")),
+    # concat is variadic: one required input, up to MAX_CONCAT_INPUTS - 1 more
+    "concat": OpSpec("concat", ("x0",), tuple(f"x{i}" for i in range(1, MAX_CONCAT_INPUTS)),
+                     {"axis": AttrSpec("int", REQUIRED)}),
+    "conv_transpose2d": OpSpec(
+        "conv_transpose2d", ("x", "weight"), ("bias",),
+        {**_CONV, "output_padding": AttrSpec("ints", [0, 0], 2), **_ACT},
+    ),
+    "lrn": OpSpec(
+        "lrn", ("x",), (),
+        {"size": AttrSpec("int", REQUIRED), "alpha": AttrSpec("float", 1e-4),
+         "beta": AttrSpec("float", 0.75), "bias": AttrSpec("float", 1.0)},
+    ),
+    "channel_shuffle": OpSpec("channel_shuffle", ("x",), (), {"group": AttrSpec("int", REQUIRED)}),
+    "reshape": OpSpec("reshape", ("x",), (), {"shape": AttrSpec("ints", REQUIRED)}),
+    "transpose": OpSpec("transpose", ("x",), (), {"perm": AttrSpec("ints", REQUIRED)}),
+    "pad": OpSpec(
+        "pad", ("x",), (),
+        {"pads": AttrSpec("ints", REQUIRED), "mode": AttrSpec("string", "constant"), "value": AttrSpec("float", 0.0)},
+    ),
+    "resize": OpSpec(
+        "resize", ("x",), (),
+        {"sizes": AttrSpec("ints", REQUIRED, 2), "mode": AttrSpec("string", "nearest"),
+         "coordinate_transformation_mode": AttrSpec("string", "half_pixel"),
+         "nearest_mode": AttrSpec("string", "round_prefer_floor")},
+    ),
+    "global_avgpool": OpSpec("global_avgpool", ("x",)),
+    "global_maxpool": OpSpec("global_maxpool", ("x",)),
 }
 
 OPS_BY_ID: dict[int, str] = {op_id: name for name, op_id in OPS.items()}
