@@ -19,6 +19,10 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "mobilenet_v1_fmnist": ("deepslim.zoo.mobilenet_v1", "MobileNetV1FMNIST"),
     "mobilenet_v2": ("deepslim.zoo.mobilenet_v2", "MobileNetV2"),
     "mobilenet_v2_fmnist": ("deepslim.zoo.mobilenet_v2", "MobileNetV2FMNIST"),
+    "shufflenet_v2": ("deepslim.zoo.shufflenet_v2", "ShuffleNetV2"),
+    "shufflenet_v2_fmnist": ("deepslim.zoo.shufflenet_v2", "ShuffleNetV2FMNIST"),
+    "resnet18": ("deepslim.zoo.resnet18", "ResNet18"),
+    "resnet18_fmnist": ("deepslim.zoo.resnet18", "ResNet18FMNIST"),
 }
 
 
