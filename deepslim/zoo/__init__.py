@@ -23,6 +23,10 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "shufflenet_v2_fmnist": ("deepslim.zoo.shufflenet_v2", "ShuffleNetV2FMNIST"),
     "resnet18": ("deepslim.zoo.resnet18", "ResNet18"),
     "resnet18_fmnist": ("deepslim.zoo.resnet18", "ResNet18FMNIST"),
+    "efficientnet_lite0": ("deepslim.zoo.efficientnet_lite", "EfficientNetLite0"),
+    "efficientnet_lite0_fmnist": ("deepslim.zoo.efficientnet_lite", "EfficientNetLite0FMNIST"),
+    "mobilenet_v3_small": ("deepslim.zoo.mobilenet_v3", "MobileNetV3Small"),
+    "mobilenet_v3_small_fmnist": ("deepslim.zoo.mobilenet_v3", "MobileNetV3SmallFMNIST"),
 }
 
 
