@@ -27,6 +27,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "efficientnet_lite0_fmnist": ("deepslim.zoo.efficientnet_lite", "EfficientNetLite0FMNIST"),
     "mobilenet_v3_small": ("deepslim.zoo.mobilenet_v3", "MobileNetV3Small"),
     "mobilenet_v3_small_fmnist": ("deepslim.zoo.mobilenet_v3", "MobileNetV3SmallFMNIST"),
+    "seg_mobilenet_v2": ("deepslim.zoo.seg_mobilenet_v2", "SegMobileNetV2"),
+    "seg_mobilenet_v2_fmnist": ("deepslim.zoo.seg_mobilenet_v2", "SegMobileNetV2FMNIST"),
 }
 
 
