@@ -340,3 +340,22 @@ TEST(random_flips_behind_fixed_checksums) {
   std::printf("  %d of %d damaged files refused\n", refused, rounds);
   CHECK(refused > rounds / 2);
 }
+
+// Flips inside stream data, written with matching CRCs, so the decoders see the damage: Huffman
+// tables and codes, bit-packed indices, codebooks. Nothing may crash.
+TEST(random_stream_flips_behind_valid_checksums) {
+  const dsw::File base = tiny::build().file;
+  tiny::Rng rng(99);
+  int refused = 0;
+  const int rounds = 2000;
+  for (int i = 0; i < rounds; ++i) {
+    dsw::File f = base;
+    dsw::Tensor& t = f.tensors[rng.below(uint32_t(f.tensors.size()))];
+    dsw::Stream& s = t.streams[rng.below(uint32_t(t.streams.size()))];
+    if (s.bytes.empty()) continue;
+    s.bytes[rng.below(uint32_t(s.bytes.size()))] ^= uint8_t(1u << rng.below(8));
+    refused += load_and_maybe_run(dsw::serialize(f)) ? 0 : 1;
+  }
+  std::printf("  %d of %d files with damaged streams refused\n", refused, rounds);
+  CHECK(refused > 0);
+}

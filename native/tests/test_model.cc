@@ -123,8 +123,9 @@ TEST(session_options_and_null_arguments) {
   CHECK(ds_session_create(m, &o, &s) == DS_OK);
   ds_session_free(s);
   CHECK(ds_session_create(nullptr, &o, &s) == DS_ERR_INVALID_ARG);
-  CHECK(ds_model_load_memory(nullptr, 10, &m) == DS_ERR_INVALID_ARG);
-  CHECK(ds_model_load_file("/nonexistent/model.dsm", &m) == DS_ERR_IO);
+  ds_model* other = m;
+  CHECK(ds_model_load_memory(nullptr, 10, &other) == DS_ERR_INVALID_ARG && other == nullptr);
+  CHECK(ds_model_load_file("/nonexistent/model.dsm", &other) == DS_ERR_IO && other == nullptr);
   CHECK(std::string(ds_last_error()).find("/nonexistent/model.dsm") != std::string::npos);
   CHECK(std::string(ds_status_name(DS_ERR_CHECKSUM)) == "DS_ERR_CHECKSUM");
   CHECK(ds_format_version() == 1);
