@@ -36,6 +36,7 @@ OPS: dict[str, int] = {
     "resize": 21,
     "global_avgpool": 22,
     "global_maxpool": 23,
+    "slice": 24,
 }
 
 # Codes of the fused activation epilogue (`activation` attribute) and of the `activation` op's `kind`.

@@ -100,6 +100,10 @@ OP_SPECS: dict[str, OpSpec] = {
     ),
     "global_avgpool": OpSpec("global_avgpool", ("x",)),
     "global_maxpool": OpSpec("global_maxpool", ("x",)),
+    "slice": OpSpec(
+        "slice", ("x",), (),
+        {"axes": AttrSpec("ints", REQUIRED), "starts": AttrSpec("ints", REQUIRED), "ends": AttrSpec("ints", REQUIRED)},
+    ),
 }
 
 OPS_BY_ID: dict[int, str] = {op_id: name for name, op_id in OPS.items()}
