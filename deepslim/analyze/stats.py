@@ -23,9 +23,13 @@ class LayerStats:
 
     params: elements of the constants the node reads (weight + bias), each constant counted once in
         the graph (at its first reader).
-    macs: multiply-accumulates (conv2d: out_elems * C/group * kh * kw; dense: M * K; others 0).
-    other_ops: elementwise work not in macs (relu: compares; max pool: compares; avg pool: adds;
-        softmax: exp + add + divide per element; bias adds; fused activations).
+    macs: multiply-accumulates (conv2d: out_elems * C/group * kh * kw; conv_transpose2d: in_elems *
+        O/group * kh * kw; dense: rows * M * K; others 0).
+    other_ops: elementwise work not in macs (relu, activation, add/sub/mul/div: one per output
+        element; max pool: compares; avg pool and global pools: adds; batchnorm: 2 per element;
+        softmax: exp + add + divide per element; lrn: 2*size + 2 per element; linear resize: 3 per
+        element; bias adds; fused activations). Data movement (reshape, transpose, concat, pad,
+        channel_shuffle, nearest resize) counts 0.
     weight_bytes: params stored as dense float32.
     stored_bytes: the constants in their `Encoding` (sparse relative indices incl. fillers, codebook
         indices bit-packed plus centroids), before Huffman coding and without stream alignment.
@@ -95,25 +99,39 @@ def stored_bytes(value: Value) -> int:
 def _counts(graph: Graph, node: Node, shapes: dict[str, tuple[int, ...]]) -> tuple[int, int]:
     """(macs, other_ops) of one node at batch 1."""
     out = math.prod(shapes[node.outputs[0]])
-    x = shapes[node.inputs[0]]
+    first = node.inputs[0]
+    x = shapes[first] if first in shapes else tuple(graph.values[first].data.shape)
     a = node.attrs
     has_bias = len(node.inputs) > 2 and bool(node.inputs[2])
-    fused = out if a.get("activation", 0) else 0
+    epilogue = (out if has_bias else 0) + (out if a.get("activation", 0) else 0)
     if node.op == "conv2d":
         w = graph.values[node.inputs[1]].shape
-        return out * w[1] * w[2] * w[3], (out if has_bias else 0) + fused
+        return out * w[1] * w[2] * w[3], epilogue
+    if node.op == "conv_transpose2d":  # every input element times its kernel slice of O/group outputs
+        w = graph.values[node.inputs[1]].shape
+        return math.prod(x) * w[1] * w[2] * w[3], epilogue
     if node.op == "dense":
         m, k = graph.values[node.inputs[1]].shape
-        return x[0] * m * k, (out if has_bias else 0) + fused
+        return math.prod(x[:-1]) * m * k, epilogue
     if node.op == "maxpool2d":
         return 0, out * (a["kernel"][0] * a["kernel"][1] - 1)
     if node.op == "avgpool2d":
         return 0, out * a["kernel"][0] * a["kernel"][1]
-    if node.op == "relu":
+    if node.op in ("global_avgpool", "global_maxpool"):
+        return 0, math.prod(x)
+    if node.op in ("relu", "activation", "sub", "mul", "div"):
         return 0, out
+    if node.op == "add":
+        return 0, epilogue + out
+    if node.op == "batchnorm":  # one multiply and one add per element after folding the constants
+        return 0, 2 * out
     if node.op == "softmax":
         return 0, 3 * out
-    return 0, 0  # flatten: a view
+    if node.op == "lrn":  # a square and an add per window element, then a power and a divide
+        return 0, out * (2 * a["size"] + 2)
+    if node.op == "resize" and a.get("mode", "nearest") == "linear":
+        return 0, 3 * out  # two lerps of (a multiply-add) per axis, counted loosely
+    return 0, 0  # flatten, reshape, transpose, concat, pad, channel_shuffle, nearest resize: data movement
 
 
 def _live_bytes(graph: Graph, act_bytes: dict[str, int]) -> list[int]:

@@ -41,7 +41,8 @@ def format_analysis(stats: list[LayerStats]) -> str:
     out += [
         "",
         "Legend (batch 1, float32):",
-        "  MACs       multiply-accumulates: conv2d out_elems*(C/group)*kh*kw, dense M*K; pools, relu, softmax, flatten 0",
+        "  MACs       multiply-accumulates: conv2d out_elems*(C/group)*kh*kw, conv_transpose2d in_elems*(O/group)*kh*kw,",
+        "             dense rows*M*K; every other op 0",
         "  weights    parameters (weight + bias elements) stored dense float32, 4 bytes each",
         "  stored     the constants in their encoding (sparse relative indices incl. fillers, bit-packed codebook",
         "             indices + centroids), before Huffman coding and 64-byte alignment",
