@@ -137,6 +137,14 @@ def output_shape(op: str, attrs: dict[str, Any], shapes: list[Shape | None]) -> 
         return (x[0], x[1], *a["sizes"])
     if op in ("global_avgpool", "global_maxpool"):
         return (x[0], x[1], 1, 1)
+    if op == "slice":
+        out = list(x)
+        if not len(a["axes"]) == len(a["starts"]) == len(a["ends"]):
+            raise ValueError("axes, starts and ends need the same length")
+        for axis, start, end in zip(a["axes"], a["starts"], a["ends"]):
+            axis = _axis(axis, len(x))
+            out[axis] = len(range(*slice(start, end).indices(x[axis])))
+        return tuple(out)
     raise ValueError(f"no shape rule for op {op!r}")
 
 

@@ -387,6 +387,14 @@ def _resize(node: Node, x: np.ndarray) -> np.ndarray:
     raise ValueError(f"node {node.name!r}: unknown resize mode {mode!r}")
 
 
+def _slice(node: Node, x: np.ndarray) -> np.ndarray:
+    a = node.attrs
+    index = [slice(None)] * x.ndim
+    for axis, start, end in zip(a["axes"], a["starts"], a["ends"], strict=True):
+        index[axis] = slice(start, end)  # numpy: negative counts from the end, clamped to the size
+    return x[tuple(index)]
+
+
 def _global_avgpool(node: Node, x: np.ndarray) -> np.ndarray:
     return x.astype(np.float64).mean(axis=(2, 3), keepdims=True)
 
@@ -419,4 +427,5 @@ _OPS: dict[str, Callable[..., np.ndarray]] = {
     "resize": _resize,
     "global_avgpool": _global_avgpool,
     "global_maxpool": _global_maxpool,
+    "slice": _slice,
 }

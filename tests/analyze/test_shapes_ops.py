@@ -53,6 +53,7 @@ CASES = [
     ("global_maxpool", (1, 3, 4, 5), [], {}),
     ("flatten", (1, 3, 4, 5), [], dict(axis=2)),
     ("softmax", (1, 3, 4), [], dict(axis=1)),
+    ("slice", (1, 6, 4, 5), [], dict(axes=[1, -1], starts=[3, -10], ends=[100, -2])),
 ]
 
 

@@ -384,3 +384,13 @@ def test_resize_indices_ties():
     assert resize_indices(4, 2, "half_pixel", "round_prefer_floor").tolist() == [0, 0, 1, 1]
     assert resize_indices(2, 3, "asymmetric", "round_prefer_floor").tolist() == [0, 1]
     assert resize_indices(2, 3, "asymmetric", "round_prefer_ceil").tolist() == [0, 2]
+
+
+@pytest.mark.parametrize("axes,starts,ends", [
+    ([1], [0], [3]), ([1], [3], [6]), ([1, 3], [-2, 1], [100, -1]), ([2], [-100, ], [2]), ([0, 2], [0, 5], [1, 9]),
+])
+def test_slice_vs_onnxruntime(axes, starts, ends):
+    x = _rand(2, 6, 5, 4)
+    i64 = lambda v: np.array(v, dtype=np.int64)  # noqa: E731
+    want = onnx_run("Slice", [x, i64(starts), i64(ends), i64(axes)])
+    close(ir_run("slice", [x], axes=axes, starts=starts, ends=ends), want)
