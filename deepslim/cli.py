@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run a compression recipe (YAML: pruning, k-means weight sharing, "
                        "Huffman coding) on a trained zoo model and write the compressed .dsm.")
     s.add_argument("model", help="zoo model name")
-    s.add_argument("--recipe", required=True, metavar="YAML", help="compression recipe, e.g. recipes/lenet5.yaml")
+    s.add_argument("--recipe", required=True, metavar="YAML", help="compression recipe, e.g. deepslim/recipes/lenet5.yaml")
     s.add_argument("--checkpoint", metavar="CKPT", help="trained checkpoint (default: train or reuse the cached one)")
     s.add_argument("--data", metavar="DIR", help="Fashion-MNIST folder")
     s.add_argument("-o", "--output", required=True, metavar="OUT.dsm", help="the compressed model file")

@@ -1,7 +1,7 @@
 """Deep Compression for PyTorch models: magnitude pruning, k-means weight sharing, Huffman coding.
 
     from deepslim.compress import compress, load_recipe
-    result = compress(model, load_recipe("recipes/lenet5.yaml"), train_data, val_data)
+    result = compress(model, load_recipe("deepslim/recipes/lenet5.yaml"), train_data, val_data)
     result.model        # plain nn.Module: pruned weights are 0.0, the rest codebook values
     result.encodings    # {"conv1.weight": Encoding(...), ...} for the .dsm writer
     result.size.ratio   # fp32 bytes / estimated .dsm bytes of all parameters

@@ -29,7 +29,7 @@ def test_parses_into_ordered_steps(tmp_path):
     recipe.check(zoo.get("lenet300"))
 
 
-@pytest.mark.parametrize("path", ["recipes/lenet300.yaml", "recipes/lenet5.yaml"])
+@pytest.mark.parametrize("path", ["deepslim/recipes/lenet300.yaml", "deepslim/recipes/lenet5.yaml"])
 def test_shipped_recipes_are_valid(path):
     from pathlib import Path
 
