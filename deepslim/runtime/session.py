@@ -109,20 +109,26 @@ class Session:
     model, and returns the output array (or a dict name -> array when the model has several outputs).
     """
 
-    def __init__(self, path: str | os.PathLike, threads: int = 1):
+    def __init__(self, model: str | os.PathLike | bytes, threads: int = 1):
+        """`model` is a .dsm file's path, or its bytes."""
         lib = _load()
         self._lib = lib
         self._model = ctypes.c_void_p()
         self._session = ctypes.c_void_p()
-        self.path = Path(path)
         if not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be a whole number >= 1, got {threads!r}")
-        if not self.path.is_file():
-            raise FileNotFoundError(f"model file {str(self.path)!r} does not exist")
-        _check(
-            lib.ds_model_load_file(os.fsencode(self.path), ctypes.byref(self._model)),
-            f"loading {self.path}",
-        )
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            self.path = Path("<memory>")
+            data = bytes(model)
+            _check(lib.ds_model_load_memory(data, len(data), ctypes.byref(self._model)), "loading a .dsm from memory")
+        else:
+            self.path = Path(model)
+            if not self.path.is_file():
+                raise FileNotFoundError(f"model file {str(self.path)!r} does not exist")
+            _check(
+                lib.ds_model_load_file(os.fsencode(self.path), ctypes.byref(self._model)),
+                f"loading {self.path}",
+            )
         self.input_names, self.input_shapes = self._io_info(lib.ds_model_input_count, lib.ds_model_input_info)
         self.output_names, self.output_shapes = self._io_info(
             lib.ds_model_output_count, lib.ds_model_output_info
