@@ -8,7 +8,7 @@ momentum or weight decay cannot revive them. `strip_masks` removes buffers and h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -28,6 +28,10 @@ class PruneConfig:
     Round i of n prunes to: "geometric" 1 - (1 - target)^(i/n) (every round removes the same share of
     the weights still left, so late rounds stay gentle), "linear" target * i/n, or "cubic"
     target * (1 - (1 - i/n)^3). iterations=1 is one-shot pruning.
+
+    `final_round` (TrainConfig options, e.g. {epochs: 6, lr: 0.0005}) overrides `train` and
+    `epochs_per_iteration` for the retraining after the last round only: the weights the model ends
+    with are pruned hardest, so that round is the one worth retraining longer (and at a lower rate).
     """
 
     sparsity: dict[str, float]
@@ -35,8 +39,17 @@ class PruneConfig:
     epochs_per_iteration: int = 1
     schedule: str = "geometric"
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig options for retraining
+    final_round: dict[str, Any] = field(default_factory=dict)  # overrides for the last round's retraining
 
     def __post_init__(self) -> None:
+        if not isinstance(self.final_round, dict):
+            raise ValueError(f"prune.final_round must be a mapping of training options, got {self.final_round!r}")
+        from deepslim.train import TrainConfig
+
+        try:
+            TrainConfig.from_dict(self.final_round)
+        except ValueError as e:
+            raise ValueError(f"prune.final_round: {e}") from e
         if not isinstance(self.sparsity, dict) or not self.sparsity:
             raise ValueError("prune.sparsity must be a non-empty mapping of layer name or type -> fraction")
         for key, s in self.sparsity.items():
@@ -159,16 +172,18 @@ def prune(
     targets = per_layer(config.sparsity, model)
     layers = weight_layers(model)
     train_config = TrainConfig.from_dict({"seed": seed, **config.train, "epochs": config.epochs_per_iteration})
+    final_config = TrainConfig.from_dict({**asdict(train_config), **config.final_round})
     records = []
     for i in range(config.iterations):
+        round_config = final_config if i == config.iterations - 1 else train_config
         for name, target in targets.items():
             module = layers[name]
             s = schedule(target, config.iterations, config.schedule)[i]
             current = getattr(module, "weight_mask", None)
             attach_mask(module, magnitude_mask(module.weight, s, current))
         history = []
-        if train_data is not None and train_config.epochs > 0:
-            history = fit(model, train_data, val_data, config=train_config, after_step=reapply_masks,
+        if train_data is not None and round_config.epochs > 0:
+            history = fit(model, train_data, val_data, config=round_config, after_step=reapply_masks,
                           progress=progress, desc=f"prune {i + 1}/{config.iterations}")
         records.append({"iteration": i + 1, "sparsity": {n: sparsity_of(model)[n] for n in targets},
                         "history": history})

@@ -94,3 +94,32 @@ def test_config_validation():
         PruneConfig(sparsity={"fc": 0.5}, iterations=0)
     with pytest.raises(ValueError, match="unknown layer 'fc9'.*1, 3"):
         PruneConfig(sparsity={"fc9": 0.5}).check(tiny_mlp())
+
+
+def test_final_round_overrides_last_retraining_only(monkeypatch):
+    import deepslim.train
+
+    seen = []
+    real_fit = deepslim.train.fit
+
+    def spy(model, train_data, val_data=None, *, config, **kw):
+        seen.append(config)
+        return real_fit(model, train_data, val_data, config=config, **kw)
+
+    monkeypatch.setattr(deepslim.train, "fit", spy)
+    model = tiny_mlp()
+    config = PruneConfig(sparsity={"1": 0.7}, iterations=3, epochs_per_iteration=1,
+                         train={"batch_size": 16, "lr": 0.01}, final_round={"epochs": 3, "lr": 0.002})
+    records = prune.prune(model, config, tiny_data(), tiny_data(32, seed=1), progress=False)
+    assert [(c.epochs, c.lr, c.batch_size) for c in seen] == [(1, 0.01, 16), (1, 0.01, 16), (3, 0.002, 16)]
+    assert [len(r["history"]) for r in records] == [1, 1, 3]
+    assert int((model[1].weight == 0).sum()) == round(0.7 * 192)
+
+
+def test_final_round_validation():
+    with pytest.raises(ValueError, match=r"prune.final_round: unknown training option\(s\) \['epoch'\]"):
+        PruneConfig(sparsity={"fc": 0.5}, final_round={"epoch": 3})
+    with pytest.raises(ValueError, match="prune.final_round must be a mapping"):
+        PruneConfig(sparsity={"fc": 0.5}, final_round=4)
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        PruneConfig(sparsity={"fc": 0.5}, final_round={"lr": 0})

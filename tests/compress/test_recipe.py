@@ -56,6 +56,7 @@ def with_change(section, key, value):
         ("prune", "sparsity", {"fc1": "high"}, r"\[0, 1\)"),
         ("prune", "iterations", 0, "prune.iterations"),
         ("prune", "epoch", 3, r"prune: unknown key\(s\) \['epoch'\]"),
+        ("prune", "final_round", {"epoch": 3}, r"prune.final_round: unknown training option\(s\) \['epoch'\]"),
         ("kmeans", "bits", {"fc": 0}, r"kmeans.bits\['fc'\] = 0: bits must be an integer in 1..16"),
         ("kmeans", "bits", {"conv": 17}, "1..16"),
         (None, "index_bits", {"fc": 20}, r"index_bits\['fc'\] = 20"),
