@@ -295,10 +295,10 @@ class _Converter:
                 missing.append(f"{i} ({d})" if d else str(i))
                 shape.append(-1)
         if missing:
-            example = ",".join(str(d) if d > 0 else "N" for d in shape)
+            example = ",".join(str(d) if d > 0 else "1" if i == 0 else "?" for i, d in enumerate(shape))
             raise UnsupportedModelError(
                 f"graph input {name!r} has dynamic dimension(s) at axis {', '.join(missing)}; fix them with "
-                f"input_shapes={{{name!r}: [...]}} (CLI: --input-shape {name}={example.replace('N', '?', 1)}). "
+                f"input_shapes={{{name!r}: [...]}} (CLI: --input-shape {name}={example}, each ? a number). "
                 "Only the batch (dim 0) may stay dynamic"
             )
         return tuple(shape)
