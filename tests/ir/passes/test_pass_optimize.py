@@ -2,11 +2,17 @@ import numpy as np
 
 from deepslim.frontends.reference import run_graph
 from deepslim.ir.graph import Graph, Value
-from deepslim.ir.passes import PIPELINE, dead_nodes, fuse_activation, optimize, remove_identity
+from deepslim.ir.passes import (
+    PIPELINE, dead_nodes, fold_batchnorm, fold_constants, fuse_activation, fuse_channel_shuffle, fuse_hardswish, optimize,
+    remove_identity,
+)
 
 
 def test_pipeline_order():
-    assert PIPELINE == (dead_nodes, remove_identity, fuse_activation)
+    assert PIPELINE == (
+        dead_nodes, fold_constants, remove_identity, fuse_channel_shuffle, fuse_hardswish, fold_batchnorm,
+        fuse_activation, dead_nodes,
+    )
 
 
 def test_optimize_fuses_through_a_removed_identity():
