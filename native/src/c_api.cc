@@ -212,4 +212,15 @@ DS_API ds_status ds_session_get_output(const ds_session* session, size_t index, 
   });
 }
 
+DS_API ds_status ds_session_memory_info(const ds_session* session, size_t* out_arena_bytes,
+                                        size_t* out_sum_activation_bytes) {
+  return guarded([&] {
+    require(session != nullptr, "session is NULL");
+    const size_t arena = session->session->arena_bytes();
+    const size_t sum = session->session->activation_bytes();
+    if (out_arena_bytes) *out_arena_bytes = arena;
+    if (out_sum_activation_bytes) *out_sum_activation_bytes = sum;
+  });
+}
+
 }  // extern "C"

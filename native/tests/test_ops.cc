@@ -241,7 +241,7 @@ TEST(attribute_errors_name_the_key) {
   CHECK(t.status == DS_ERR_FORMAT);
   CHECK(t.error.find("'axis'") != std::string::npos);
   const Result a = run_file(one_node(2, {-1, 4}, {dsw::dense_tensor("w", {2, 4}, std::vector<float>(8))},
-                                     {dsw::attr_int("activation", 7)}),
+                                     {dsw::attr_int("activation", 8)}),
                             x, {4, 4});
   CHECK(a.status == DS_ERR_FORMAT);
   const Result k = run_file(one_node(3, {-1, 1, 4, 4}, {}, {}), x, {1, 1, 4, 4});  // kernel missing

@@ -91,6 +91,15 @@ DS_API ds_status ds_session_output_shape(const ds_session* session, size_t index
 DS_API ds_status ds_session_get_output(const ds_session* session, size_t index, float* dst,
                                        size_t capacity);
 
+/* The activation memory planned for the currently bound input shapes (every input must be set):
+ * out_arena_bytes is the size of the one arena that holds every intermediate and output
+ * activation, buffers reused by liveness (each placed at a 64-byte aligned offset);
+ * out_sum_activation_bytes is the sum of the sizes of all those activations, what separate
+ * buffers would take. Graph inputs (the caller's memory) and constants are not counted.
+ * Either out pointer may be NULL. */
+DS_API ds_status ds_session_memory_info(const ds_session* session, size_t* out_arena_bytes,
+                                        size_t* out_sum_activation_bytes);
+
 #ifdef __cplusplus
 }
 #endif

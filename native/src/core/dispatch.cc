@@ -1,9 +1,12 @@
 #include "core/dispatch.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "common/error.h"
+#include "core/cpu_features.h"
 
 namespace ds {
 namespace {
@@ -16,15 +19,124 @@ const KernelTable kScalarTable = {
     ds_f32_avgpool2d__scalar,
     ds_f32_relu__scalar,
     ds_f32_softmax__scalar,
+    ds_f32_batchnorm__scalar,
+    ds_f32_activation__scalar,
+    ds_f32_vadd__scalar,
+    ds_f32_vsub__scalar,
+    ds_f32_vmul__scalar,
+    ds_f32_vdiv__scalar,
+    ds_x32_concat__scalar,
+    ds_f32_conv_transpose2d__scalar,
+    ds_f32_lrn__scalar,
+    ds_x32_copy_nd__scalar,
+    ds_f32_pad__scalar,
+    ds_f32_resize_nearest__scalar,
+    ds_f32_resize_linear__scalar,
+    ds_f32_global_avgpool__scalar,
+    ds_f32_global_maxpool__scalar,
 };
+
+KernelTable with_level(const char* isa, const GemmKernels* gemm) {
+  KernelTable t = kScalarTable;
+  t.isa = isa;
+  t.gemm = gemm;
+  return t;
+}
+
+bool built(Isa isa) {
+#if defined(DEEPSLIM_X86_KERNELS)
+  (void)isa;
+  return true;
+#else
+  return isa == Isa::kScalar;
+#endif
+}
 
 }  // namespace
 
-const KernelTable& select_kernels() {
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+    default: return "scalar";
+  }
+}
+
+bool isa_available(Isa isa) {
+  if (!built(isa)) return false;
+  const CpuFeatures& f = cpu_features();
+  switch (isa) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return f.avx2 && f.fma;
+    case Isa::kAvx512: return f.avx2 && f.fma && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl;
+  }
+  return false;
+}
+
+Isa best_isa() {
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2})
+    if (isa_available(isa)) return isa;
+  return Isa::kScalar;
+}
+
+Isa active_isa() {
   const char* forced = std::getenv("DS_FORCE_ISA");
-  if (forced && *forced && std::strcmp(forced, "scalar") != 0)
-    fail(DS_ERR_INVALID_ARG, "DS_FORCE_ISA=", forced, " is not available in this build (available: scalar)");
-  return kScalarTable;
+  if (!forced || !*forced) return best_isa();
+  std::string available;
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_available(isa)) continue;
+    if (std::strcmp(forced, isa_name(isa)) == 0) return isa;
+    available += available.empty() ? isa_name(isa) : cat(", ", isa_name(isa));
+  }
+  fail(DS_ERR_INVALID_ARG, "DS_FORCE_ISA=", forced, " is not available on this machine and build (available: ",
+       available, ")");
+}
+
+const KernelTable& kernels_for(Isa isa) {
+  if (!isa_available(isa)) fail(DS_ERR_INVALID_ARG, "ISA level ", isa_name(isa), " is not available here");
+#if defined(DEEPSLIM_X86_KERNELS)
+  static const KernelTable avx2 = with_level("avx2", &ds_f32_gemm_kernels__avx2);
+  static const KernelTable avx512 = with_level("avx512", &ds_f32_gemm_kernels__avx512);
+  if (isa == Isa::kAvx2) return avx2;
+  if (isa == Isa::kAvx512) return avx512;
+#endif
+  static const KernelTable scalar = with_level("scalar", &ds_f32_gemm_kernels__scalar);
+  return scalar;
+}
+
+const KernelTable& select_kernels() { return kernels_for(active_isa()); }
+
+int64_t gemm_workspace_floats(const GemmKernels& g, int threads) {
+  return g.workspace_floats * int64_t(threads);
+}
+
+void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPool& pool) {
+  const int threads = pool.size();
+  const int64_t m_tiles = (p.m + g.mr - 1) / g.mr, n_tiles = (p.n + g.nr - 1) / g.nr;
+  // Below ~100 kFLOP a job hand-off costs more than it saves.
+  if (threads == 1 || 2 * p.m * p.n * p.k < 100000 || m_tiles * n_tiles < 2) {
+    g.gemm(p, workspace);
+    return;
+  }
+  const bool split_n = n_tiles >= threads || n_tiles >= m_tiles;
+  const int64_t tiles = split_n ? n_tiles : m_tiles;
+  const int64_t per_task = (tiles + threads - 1) / threads;
+  const int64_t tasks = (tiles + per_task - 1) / per_task;
+  pool.parallel_for(tasks, [&](int64_t task, int thread) {
+    const int64_t t0 = task * per_task, t1 = t0 + per_task < tiles ? t0 + per_task : tiles;
+    const GemmParams s = split_n ? gemm_slice(p, g.mr, g.nr, 0, p.m, t0 * g.nr, std::min(t1 * g.nr, p.n))
+                                 : gemm_slice(p, g.mr, g.nr, t0 * g.mr, std::min(t1 * g.mr, p.m), 0, p.n);
+    g.gemm(s, workspace + int64_t(thread) * g.workspace_floats);
+  });
 }
 
 }  // namespace ds
+
+// The C API's view of the active level (declared in deepslim/deepslim.h).
+extern "C" DS_API const char* ds_isa(void) {
+  try {
+    return ds::isa_name(ds::active_isa());
+  } catch (...) {
+    return nullptr;
+  }
+}

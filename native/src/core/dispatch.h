@@ -1,12 +1,34 @@
-// Kernel selection: done once per session. Only the scalar reference kernels exist so far; per-ISA
-// tables (chosen from CPU features) join here, and DS_FORCE_ISA pins one.
+// Kernel selection, done once per session: the best ISA level the CPU and OS support (cpuid +
+// xgetbv, src/core/cpu_features), unless DS_FORCE_ISA=scalar|avx2|avx512 pins a level, which must
+// be available. Also the threaded GEMM entry point used by ops.
 #pragma once
 
+#include "core/thread_pool.h"
 #include "kernels/kernels.h"
 
 namespace ds {
 
-// Throws DS_ERR_INVALID_ARG when DS_FORCE_ISA names an ISA this build does not have.
+// Levels in increasing order; each includes the ones below.
+enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+const char* isa_name(Isa isa);
+// Whether this build has the level's kernels and this CPU (and OS) can run them.
+bool isa_available(Isa isa);
+Isa best_isa();
+// DS_FORCE_ISA if set (DS_ERR_INVALID_ARG when unknown or unavailable), else best_isa().
+Isa active_isa();
+
+// The table of one level (DS_ERR_INVALID_ARG when unavailable); select_kernels() is the active one.
+const KernelTable& kernels_for(Isa isa);
 const KernelTable& select_kernels();
+
+// Floats of workspace gemm() needs for a pool of `threads` threads.
+int64_t gemm_workspace_floats(const GemmKernels& g, int threads);
+
+// Runs p on the pool: the N dimension (or M when N has fewer tiles than there are threads) is split
+// into tile-aligned ranges, one task each. Every output element is computed by the same sequence of
+// operations whatever the split, so results are bitwise identical for any thread count.
+// workspace: gemm_workspace_floats(g, pool.size()) floats, 64-byte aligned.
+void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPool& pool);
 
 }  // namespace ds

@@ -16,7 +16,6 @@ namespace {
 constexpr uint64_t kHeaderSize = 64;
 constexpr uint32_t kMaxCount = 1000000;  // values, nodes, tensors
 constexpr uint32_t kMaxAttrValues = 65536;
-constexpr uint8_t kMaxRank = 8;
 constexpr uint8_t kDtypeF32 = 1;
 
 struct Header {
@@ -323,7 +322,7 @@ void read_graph(const uint8_t* data, const Header& h, const std::vector<TensorRe
     node.op = find_op(op);
     if (!node.op)
       fail(DS_ERR_UNSUPPORTED_OP, "node '", node.name, "' has op id ", op,
-           ", which this runtime does not implement (it knows ids 1..7)");
+           ", which this runtime does not implement (it knows ids 1..", kMaxOpId, ")");
     const std::string who = cat("node '", node.name, "' (", node.op->name, ")");
     if (in_count < node.op->min_inputs || in_count > node.op->max_inputs)
       fail(DS_ERR_FORMAT, who, ": has ", unsigned(in_count), " inputs, expected ", node.op->min_inputs,
@@ -331,7 +330,7 @@ void read_graph(const uint8_t* data, const Header& h, const std::vector<TensorRe
     for (uint8_t i = 0; i < in_count; ++i) {
       const uint32_t id = node.inputs[i];
       if (id == kAbsentInput) {
-        if (i < node.op->min_inputs) fail(DS_ERR_FORMAT, who, ": required input ", unsigned(i), " is absent");
+        if (i < node.op->min_inputs || node.op->variadic) fail(DS_ERR_FORMAT, who, ": required input ", unsigned(i), " is absent");
         continue;
       }
       if (id >= value_count)
@@ -406,6 +405,9 @@ void check_padding(const uint8_t* data, size_t size, const Header& h, const std:
 }  // namespace
 
 std::unique_ptr<Model> load_model(const uint8_t* data, size_t size) {
+  // A short file is a format error whatever the pointer (an empty buffer may have none).
+  if (size < kHeaderSize)
+    fail(DS_ERR_FORMAT, "file is ", size, " bytes, shorter than the 64-byte .dsm header");
   if (!data) fail(DS_ERR_INVALID_ARG, "model data is NULL");
   const Header h = read_header(data, size);
   std::vector<TensorRecord> records = read_tensor_table(data, h);

@@ -1,11 +1,49 @@
 #include "core/session.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "common/error.h"
 #include "core/dispatch.h"
 
 namespace ds {
+
+namespace {
+constexpr size_t kAlign = 64;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+size_t assign_offsets(std::vector<BufferPlan>& buffers) {
+  std::vector<size_t> order(buffers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (buffers[a].bytes != buffers[b].bytes) return buffers[a].bytes > buffers[b].bytes;
+    return buffers[a].first < buffers[b].first;
+  });
+  std::vector<size_t> placed;  // indices into buffers, in placement order
+  std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of live-overlapping placed buffers
+  size_t arena = 0;
+  for (size_t i : order) {
+    BufferPlan& b = buffers[i];
+    busy.clear();
+    for (size_t j : placed) {
+      const BufferPlan& o = buffers[j];
+      if (o.first <= b.last && b.first <= o.last) busy.push_back({o.offset, o.offset + align_up(o.bytes)});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    const size_t need = align_up(b.bytes);
+    for (const auto& [start, end] : busy) {
+      if (offset + need <= start) break;  // fits in the gap before this one
+      offset = std::max(offset, end);
+    }
+    b.offset = offset;
+    arena = std::max(arena, offset + b.bytes);
+    placed.push_back(i);
+  }
+  return arena;
+}
 
 Session::Session(const Model& model, int threads)
     : model_(model), kernels_(select_kernels()), threads_(threads) {
@@ -31,18 +69,44 @@ void Session::set_input(size_t index, const float* data, const Shape& shape) {
   plan();
 }
 
-// Plain per-value buffers; reusing memory by liveness is a later step.
+// Lifetimes in node indices; every node output gets an arena slot that no buffer live at the same
+// time overlaps. A node's output never shares memory with its inputs (their lifetimes meet at the
+// node), and graph inputs and constants live outside the arena.
 void Session::plan() {
+  planned_ = false;
   std::vector<Shape> shapes = infer_shapes(model_, input_shapes_);
-  std::vector<std::vector<float>> buffers(model_.values.size());
-  for (const Node& node : model_.nodes) {
-    const uint32_t id = node.outputs[0];
-    int64_t n = 1;
-    for (int64_t d : shapes[id]) n *= d;  // bounded by infer_shapes
-    buffers[id].resize(size_t(n));
+  const size_t node_count = model_.nodes.size();
+  std::vector<size_t> slot(model_.values.size(), SIZE_MAX);  // value -> index in plan
+  std::vector<BufferPlan> plan;
+  size_t max_inputs = 0, activation = 0;
+  for (size_t i = 0; i < node_count; ++i) {
+    const Node& node = model_.nodes[i];
+    max_inputs = std::max(max_inputs, node.inputs.size());
+    for (uint32_t id : node.inputs)
+      if (id != kAbsentInput && slot[id] != SIZE_MAX) plan[slot[id]].last = i;
+    const uint32_t out = node.outputs[0];
+    const size_t bytes = size_t(element_count(shapes[out], model_.values[out].name)) * sizeof(float);
+    slot[out] = plan.size();
+    plan.push_back({out, 0, bytes, i, i});
+    activation += bytes;
   }
+  for (uint32_t id : model_.outputs)
+    if (slot[id] != SIZE_MAX) plan[slot[id]].last = node_count;
+  const size_t arena = assign_offsets(plan);
+
+  std::vector<float> storage(align_up(arena + kAlign) / sizeof(float));
+  const uintptr_t raw = reinterpret_cast<uintptr_t>(storage.data());
+  float* base = reinterpret_cast<float*>((raw + kAlign - 1) / kAlign * kAlign);
+  std::vector<float*> buffers(model_.values.size(), nullptr);
+  for (const BufferPlan& b : plan) buffers[b.value] = base + b.offset / sizeof(float);
+  scratch_.reserve(max_inputs);
+
   shapes_ = std::move(shapes);
+  plan_ = std::move(plan);
   buffers_ = std::move(buffers);
+  arena_storage_ = std::move(storage);  // moving a vector keeps its heap block, so `base` stays valid
+  arena_bytes_ = arena;
+  activation_bytes_ = activation;
   planned_ = true;
 }
 
@@ -51,26 +115,39 @@ const float* Session::value_data(uint32_t id) const {
   if (v.tensor_index >= 0) return model_.tensors[size_t(v.tensor_index)].data.data();
   for (size_t i = 0; i < model_.inputs.size(); ++i)
     if (model_.inputs[i] == id) return input_data_[i];
-  return buffers_[id].data();
+  return buffers_[id];
 }
 
-void Session::run() {
+void Session::require_bound() const {
   for (size_t i = 0; i < input_bound_.size(); ++i)
     if (!input_bound_[i])
       fail(DS_ERR_INVALID_ARG, "input ", i, " ('", model_.values[model_.inputs[i]].name,
            "') is not set: call ds_session_set_input first");
+}
+
+void Session::run() {
+  require_bound();
   if (!planned_) plan();
-  std::vector<OpInput> in;
   for (const Node& node : model_.nodes) {
-    in.clear();
+    scratch_.clear();  // capacity reserved by plan(): no allocation
     for (uint32_t id : node.inputs) {
-      if (id == kAbsentInput) in.push_back({nullptr, nullptr});
-      else in.push_back({value_data(id), &shapes_[id]});
+      if (id == kAbsentInput) scratch_.push_back({nullptr, nullptr});
+      else scratch_.push_back({value_data(id), &shapes_[id]});
     }
     const uint32_t out = node.outputs[0];
-    node.op->run(node.params, in, buffers_[out].data(), shapes_[out], kernels_);
+    node.op->run(node.params, scratch_, buffers_[out], shapes_[out], kernels_);
   }
   ran_ = true;
+}
+
+size_t Session::arena_bytes() const {
+  require_bound();
+  return arena_bytes_;
+}
+
+size_t Session::activation_bytes() const {
+  require_bound();
+  return activation_bytes_;
 }
 
 const Shape& Session::output_shape(size_t index) const {

@@ -1,6 +1,7 @@
-// A session: shapes and buffers for one model, bound inputs, and the node loop.
+// A session: shapes and the activation arena for one model, bound inputs, and the node loop.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "core/model.h"
@@ -8,20 +9,39 @@
 
 namespace ds {
 
+// Where one node output lives in the arena, and the nodes during which it must stay intact:
+// from the node that writes it (first) to the last node that reads it (last; the node count for
+// a graph output, which must survive the run).
+struct BufferPlan {
+  uint32_t value;
+  size_t offset, bytes;  // offset is a multiple of 64; bytes = elements * 4
+  size_t first, last;
+};
+
+// Greedy placement by size (largest first), each at the lowest 64-byte aligned offset that does not
+// overlap a placed buffer whose lifetime intersects its own. Fills `offset`; returns the arena size.
+size_t assign_offsets(std::vector<BufferPlan>& buffers);
+
 class Session {
  public:
   // threads >= 1; v1 runs every kernel on the calling thread.
   Session(const Model& model, int threads);
 
-  // Checks the shape against the graph, re-plans buffers when the shapes change.
+  // Checks the shape against the graph, re-plans shapes and the arena when the shapes change.
   void set_input(size_t index, const float* data, const Shape& shape);
-  // Throws DS_ERR_INVALID_ARG when an input is unbound.
+  // Throws DS_ERR_INVALID_ARG when an input is unbound. Allocates nothing.
   void run();
   const Shape& output_shape(size_t index) const;
   void get_output(size_t index, float* dst, size_t capacity) const;
 
+  // The plan for the bound input shapes; throws DS_ERR_INVALID_ARG when an input is unbound.
+  size_t arena_bytes() const;
+  size_t activation_bytes() const;  // sum of every node output's size
+  const std::vector<BufferPlan>& buffer_plan() const { return plan_; }
+
  private:
-  void plan();  // shapes + buffers for the bound input shapes
+  void require_bound() const;
+  void plan();  // shapes + arena for the bound input shapes
   const float* value_data(uint32_t id) const;
 
   const Model& model_;
@@ -32,8 +52,12 @@ class Session {
   std::vector<bool> input_bound_;
   bool planned_ = false;
   bool ran_ = false;
-  std::vector<Shape> shapes_;                 // per value
-  std::vector<std::vector<float>> buffers_;   // per value; empty except for node outputs
+  std::vector<Shape> shapes_;        // per value
+  std::vector<BufferPlan> plan_;     // one per node output
+  std::vector<float*> buffers_;      // per value: its place in the arena, null if not a node output
+  std::vector<float> arena_storage_; // the arena, plus room to align it to 64 bytes
+  size_t arena_bytes_ = 0, activation_bytes_ = 0;
+  std::vector<OpInput> scratch_;     // node inputs during run(), reserved by plan()
 };
 
 }  // namespace ds

@@ -8,21 +8,9 @@ namespace {
 OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
   AttrParser a(attrs, node, "conv2d");
   OpParams p;
-  a.get_ints("strides", 2, p.strides);
-  a.get_ints("pads", 4, p.pads);
-  a.get_ints("dilations", 2, p.dilations);
-  p.group = a.get_int("group", 1);
-  p.activation = a.get_int("activation", 0);
+  parse_conv_window(a, p);
+  p.act = parse_epilogue(a);
   a.finish();
-  for (int64_t v : p.strides)
-    if (v < 1 || v > kMaxWindowParam) fail(DS_ERR_FORMAT, a.where(), ": stride ", v, " is outside 1..2^20");
-  for (int64_t v : p.dilations)
-    if (v < 1 || v > kMaxWindowParam) fail(DS_ERR_FORMAT, a.where(), ": dilation ", v, " is outside 1..2^20");
-  for (int64_t v : p.pads)
-    if (v < 0 || v > kMaxWindowParam) fail(DS_ERR_FORMAT, a.where(), ": pad ", v, " is outside 0..2^20");
-  if (p.group < 1 || p.group > kMaxElements) fail(DS_ERR_FORMAT, a.where(), ": group ", p.group, " is < 1");
-  if (p.activation != 0 && p.activation != 1)
-    fail(DS_ERR_FORMAT, a.where(), ": activation ", p.activation, " is not 0 (none) or 1 (relu)");
   return p;
 }
 
@@ -60,7 +48,7 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
   c.pad_top = p.pads[0], c.pad_left = p.pads[1];
   c.dil_h = p.dilations[0], c.dil_w = p.dilations[1];
   c.group = p.group;
-  c.relu = p.activation == 1;
+  c.act = p.act;
   const float* bias = in.size() > 2 ? in[2].data : nullptr;
   k.conv2d(c, in[0].data, in[1].data, bias, out);
 }

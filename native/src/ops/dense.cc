@@ -1,4 +1,4 @@
-// dense (op id 2): x (N,K), weight (M,K), optional bias (M).
+// dense (op id 2): x (..., K), weight (M,K), optional bias (M); output (..., M). Fused activation.
 #include "common/error.h"
 #include "ops/op.h"
 
@@ -8,31 +8,34 @@ namespace {
 OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
   AttrParser a(attrs, node, "dense");
   OpParams p;
-  p.activation = a.get_int("activation", 0);
+  p.act = parse_epilogue(a);
   a.finish();
-  if (p.activation != 0 && p.activation != 1)
-    fail(DS_ERR_FORMAT, a.where(), ": activation ", p.activation, " is not 0 (none) or 1 (relu)");
   return p;
 }
 
 Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const std::string& node) {
   const Shape& x = *in[0];
   const Shape& w = *in[1];
-  if (x.size() != 2)
-    fail(DS_ERR_SHAPE, "node '", node, "' (dense): input ", shape_str(x), " is not rank 2 (N,K)");
-  if (w.size() != 2 || w[1] != x[1])
-    fail(DS_ERR_SHAPE, "node '", node, "' (dense): weight ", shape_str(w), " is not [M, ", x[1],
+  if (x.empty())
+    fail(DS_ERR_SHAPE, node_where(node, "dense"), ": input ", shape_str(x), " has no axis to contract");
+  if (w.size() != 2 || w[1] != x.back())
+    fail(DS_ERR_SHAPE, node_where(node, "dense"), ": weight ", shape_str(w), " is not [M, ", x.back(),
          "] for input ", shape_str(x));
   if (in.size() > 2 && in[2] && (in[2]->size() != 1 || (*in[2])[0] != w[0]))
-    fail(DS_ERR_SHAPE, "node '", node, "' (dense): bias ", shape_str(*in[2]), " is not [", w[0], "]");
-  return {x[0], w[0]};
+    fail(DS_ERR_SHAPE, node_where(node, "dense"), ": bias ", shape_str(*in[2]), " is not [", w[0], "]");
+  Shape out = x;
+  out.back() = w[0];
+  return out;
 }
 
 void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os,
          const KernelTable& k) {
+  const Shape& x = *in[0].shape;
   DenseParams d;
-  d.n = os[0], d.m = os[1], d.k = (*in[0].shape)[1];
-  d.relu = p.activation == 1;
+  d.n = product(x, 0, x.size() - 1);
+  d.k = x.back();
+  d.m = os.back();
+  d.act = p.act;
   const float* bias = in.size() > 2 ? in[2].data : nullptr;
   k.dense(d, in[0].data, in[1].data, bias, out);
 }

@@ -14,6 +14,7 @@ OpParams pool2d_parse(const std::vector<Attr>& attrs, const std::string& node, c
     p.strides[1] = p.kernel[1];
   }
   a.get_ints("pads", 4, p.pads);
+  if (!is_avg) a.get_ints("dilations", 2, p.dilations);
   p.ceil_mode = a.get_int("ceil_mode", 0);
   if (is_avg) p.count_include_pad = a.get_int("count_include_pad", 0);
   a.finish();
@@ -21,6 +22,8 @@ OpParams pool2d_parse(const std::vector<Attr>& attrs, const std::string& node, c
     if (v < 1 || v > kMaxWindowParam) fail(DS_ERR_FORMAT, a.where(), ": kernel size ", v, " is outside 1..2^20");
   for (int64_t v : p.strides)
     if (v < 1 || v > kMaxWindowParam) fail(DS_ERR_FORMAT, a.where(), ": stride ", v, " is outside 1..2^20");
+  for (int64_t v : p.dilations)
+    if (v < 1 || v > kMaxWindowParam) fail(DS_ERR_FORMAT, a.where(), ": dilation ", v, " is outside 1..2^20");
   // A pad smaller than the kernel keeps every window on at least one input element.
   for (int i = 0; i < 4; ++i)
     if (p.pads[i] < 0 || p.pads[i] >= p.kernel[i % 2])
@@ -36,8 +39,8 @@ Shape pool2d_infer_shape(const OpParams& p, const Shape& x, const std::string& n
   if (x.size() != 4)
     fail(DS_ERR_SHAPE, "node '", node, "' (", op, "): input ", shape_str(x), " is not rank 4 (N,C,H,W)");
   const bool ceil = p.ceil_mode == 1;
-  const int64_t oh = window_output_size(x[2], p.pads[0], p.pads[2], p.kernel[0], p.strides[0], 1, ceil);
-  const int64_t ow = window_output_size(x[3], p.pads[1], p.pads[3], p.kernel[1], p.strides[1], 1, ceil);
+  const int64_t oh = window_output_size(x[2], p.pads[0], p.pads[2], p.kernel[0], p.strides[0], p.dilations[0], ceil);
+  const int64_t ow = window_output_size(x[3], p.pads[1], p.pads[3], p.kernel[1], p.strides[1], p.dilations[1], ceil);
   if (oh < 1 || ow < 1)
     fail(DS_ERR_SHAPE, "node '", node, "' (", op, "): kernel ", p.kernel[0], "x", p.kernel[1],
          " does not fit input ", shape_str(x));
@@ -50,6 +53,7 @@ Pool2dParams pool2d_kernel_params(const OpParams& p, const Shape& x, const Shape
   k.kh = p.kernel[0], k.kw = p.kernel[1];
   k.stride_h = p.strides[0], k.stride_w = p.strides[1];
   k.pad_top = p.pads[0], k.pad_left = p.pads[1], k.pad_bottom = p.pads[2], k.pad_right = p.pads[3];
+  k.dil_h = p.dilations[0], k.dil_w = p.dilations[1];
   k.count_include_pad = p.count_include_pad == 1;
   return k;
 }

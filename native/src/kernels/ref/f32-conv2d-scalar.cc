@@ -1,4 +1,4 @@
-#include "kernels/kernels.h"
+#include "kernels/ref/activation.h"
 
 namespace ds {
 
@@ -28,8 +28,7 @@ void ds_f32_conv2d__scalar(const Conv2dParams& p, const float* x, const float* w
               }
             }
           }
-          if (p.relu && acc < 0.0f) acc = 0.0f;
-          yo[oy * p.ow + ox] = acc;
+          yo[oy * p.ow + ox] = ref_activate(p.act, acc);
         }
       }
     }

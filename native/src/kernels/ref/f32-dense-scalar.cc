@@ -1,4 +1,4 @@
-#include "kernels/kernels.h"
+#include "kernels/ref/activation.h"
 
 namespace ds {
 
@@ -10,8 +10,7 @@ void ds_f32_dense__scalar(const DenseParams& p, const float* x, const float* w, 
       const float* wj = w + j * p.k;
       float acc = bias ? bias[j] : 0.0f;
       for (int64_t i = 0; i < p.k; ++i) acc += xb[i] * wj[i];
-      if (p.relu && acc < 0.0f) acc = 0.0f;
-      y[b * p.m + j] = acc;
+      y[b * p.m + j] = ref_activate(p.act, acc);
     }
   }
 }

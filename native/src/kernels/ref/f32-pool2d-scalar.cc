@@ -5,21 +5,25 @@
 
 namespace ds {
 
-// Windows are clipped to the input. The op guarantees every window holds at least one input
-// element (pads < kernel and PyTorch's ceil_mode rule).
+// Window taps are start + j * dilation; taps outside the input are skipped (padding is -inf). The
+// op guarantees every window holds at least one input element (pads < kernel and PyTorch's
+// ceil_mode rule); a window without one would give -inf.
 void ds_f32_maxpool2d__scalar(const Pool2dParams& p, const float* x, float* y) {
   for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
     const float* xp = x + plane * p.h * p.w;
     float* yp = y + plane * p.oh * p.ow;
     for (int64_t oy = 0; oy < p.oh; ++oy) {
-      const int64_t y0 = std::max<int64_t>(oy * p.stride_h - p.pad_top, 0);
-      const int64_t y1 = std::min<int64_t>(oy * p.stride_h - p.pad_top + p.kh, p.h);
       for (int64_t ox = 0; ox < p.ow; ++ox) {
-        const int64_t x0 = std::max<int64_t>(ox * p.stride_w - p.pad_left, 0);
-        const int64_t x1 = std::min<int64_t>(ox * p.stride_w - p.pad_left + p.kw, p.w);
         float m = -std::numeric_limits<float>::infinity();
-        for (int64_t iy = y0; iy < y1; ++iy)
-          for (int64_t ix = x0; ix < x1; ++ix) m = std::max(m, xp[iy * p.w + ix]);
+        for (int64_t ky = 0; ky < p.kh; ++ky) {
+          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+          if (iy < 0 || iy >= p.h) continue;
+          for (int64_t kx = 0; kx < p.kw; ++kx) {
+            const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
+            if (ix < 0 || ix >= p.w) continue;
+            m = std::max(m, xp[iy * p.w + ix]);
+          }
+        }
         yp[oy * p.ow + ox] = m;
       }
     }
@@ -48,6 +52,26 @@ void ds_f32_avgpool2d__scalar(const Pool2dParams& p, const float* x, float* y) {
         yp[oy * p.ow + ox] = sum / float(count);
       }
     }
+  }
+}
+
+}  // namespace ds
+
+namespace ds {
+
+void ds_f32_global_avgpool__scalar(int64_t planes, int64_t size, const float* x, float* y) {
+  for (int64_t p = 0; p < planes; ++p) {
+    double sum = 0.0;  // a plane can be large: accumulate in double
+    for (int64_t i = 0; i < size; ++i) sum += x[p * size + i];
+    y[p] = float(sum / double(size));
+  }
+}
+
+void ds_f32_global_maxpool__scalar(int64_t planes, int64_t size, const float* x, float* y) {
+  for (int64_t p = 0; p < planes; ++p) {
+    float m = x[p * size];
+    for (int64_t i = 1; i < size; ++i) m = std::max(m, x[p * size + i]);
+    y[p] = m;
   }
 }
 

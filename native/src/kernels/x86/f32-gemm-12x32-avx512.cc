@@ -1,0 +1,101 @@
+// AVX-512 f32 GEMM: 12x32 register tile (24 ZMM accumulators, two B vectors, A broadcast from
+// memory), masked stores for partial columns, one instantiation per row count for partial rows.
+// Compiled with -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma (native/cmake/x86_kernels.cmake).
+#include <immintrin.h>
+
+#include "kernels/x86/f32-gemm-driver.h"
+
+namespace ds {
+namespace {
+
+constexpr int kMr = 12, kNr = 32;
+// kc x 32 B panel = 32 KB of the 48 KB L1d; mc x kc A block = 384 KB of the 1 MB L2.
+using Cfg = x86::GemmBlocking<kMr, kNr, 256, 384, 1024>;
+
+inline __m512 activate(__m512 v, int32_t act, __m512 alpha, __m512 beta) {
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+  switch (act) {
+    case 1: return _mm512_max_ps(v, zero);
+    case 2: return _mm512_min_ps(_mm512_max_ps(v, alpha), beta);
+    case 3: return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, alpha);
+    case 5: return _mm512_max_ps(zero, _mm512_min_ps(one, _mm512_add_ps(_mm512_mul_ps(alpha, v), beta)));
+    case 6: {
+      const __m512 t = _mm512_add_ps(_mm512_div_ps(v, _mm512_set1_ps(6.0f)), _mm512_set1_ps(0.5f));
+      return _mm512_mul_ps(v, _mm512_max_ps(zero, _mm512_min_ps(one, t)));
+    }
+    default: return v;  // 0; 4 and 7 by the driver's scalar pass
+  }
+}
+
+// ds_f32_gemm_ukernel_12x32__avx512 for R = 12 rows; R < 12 for the last rows of M.
+template <int R>
+void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs,
+             bool accumulate, const x86::GemmTileEpilogue* ep) {
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  for (int64_t q = 0; q < kc; ++q) {
+    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r]);
+      acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+    }
+    a += kMr;
+    b += kNr;
+  }
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+  __m512 bc0 = _mm512_setzero_ps(), bc1 = _mm512_setzero_ps(), alpha = bc0, beta = bc0;
+  if (ep) {
+    if (ep->bias_col) bc0 = _mm512_maskz_loadu_ps(m0, ep->bias_col), bc1 = _mm512_maskz_loadu_ps(m1, ep->bias_col + 16);
+    alpha = _mm512_set1_ps(ep->alpha);
+    beta = _mm512_set1_ps(ep->beta);
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * c_rs;
+    __m512 v0 = acc0[r], v1 = acc1[r];
+    if (accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, cr));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
+    }
+    if (ep) {
+      if (ep->bias_row) {
+        const __m512 br = _mm512_set1_ps(ep->bias_row[r]);
+        v0 = _mm512_add_ps(v0, br);
+        v1 = _mm512_add_ps(v1, br);
+      }
+      if (ep->bias_col) {
+        v0 = _mm512_add_ps(v0, bc0);
+        v1 = _mm512_add_ps(v1, bc1);
+      }
+      if (ep->residual) {
+        const float* rr = ep->residual + r * ep->residual_row_stride;
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, rr));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, rr + 16));
+      }
+      v0 = activate(v0, ep->act, alpha, beta);
+      v1 = activate(v1, ep->act, alpha, beta);
+    }
+    _mm512_mask_storeu_ps(cr, m0, v0);
+    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+  }
+}
+
+const x86::GemmMicrokernel kUkernels[kMr] = {ukernel<1>, ukernel<2>, ukernel<3>,  ukernel<4>,
+                                              ukernel<5>, ukernel<6>, ukernel<7>,  ukernel<8>,
+                                              ukernel<9>, ukernel<10>, ukernel<11>, ukernel<12>};
+
+}  // namespace
+
+void ds_f32_gemm__avx512(const GemmParams& p, float* workspace) {
+  x86::gemm_blocked<Cfg>(p, kUkernels, workspace);
+}
+
+const GemmKernels ds_f32_gemm_kernels__avx512 = {"ds_f32_gemm_ukernel_12x32__avx512", kMr, kNr,
+                                                 Cfg::kKc, Cfg::kMc, Cfg::kNc, Cfg::kWorkspace,
+                                                 ds_f32_gemm__avx512};
+
+}  // namespace ds

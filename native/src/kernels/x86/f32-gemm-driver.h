@@ -1,0 +1,113 @@
+// The cache-blocked GEMM loop nest shared by the x86 levels, instantiated in each ISA's translation
+// unit with its microkernel (so it is compiled with that ISA's flags). Loop order (outer to inner):
+// N blocks of nc, K blocks of kc (B block packed into the workspace unless B is packed already),
+// M blocks of mc (A block packed likewise), then nr-wide and mr-high register tiles. A B panel
+// (kc x nr) stays in L1 while the mr x kc A panels of the M block stream from L2.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gemm.h"
+
+namespace ds {
+namespace x86 {
+
+// What a microkernel applies after the last K block; pointers are at the tile's origin.
+struct GemmTileEpilogue {
+  const float* bias_row;  // per row, or null
+  const float* bias_col;  // per column, or null
+  const float* residual;  // or null
+  int64_t residual_row_stride;
+  int32_t act;
+  float alpha, beta;
+};
+
+// Microkernel: C tile (mr x nr, mr <= MR, nr <= NR) = (accumulate ? C : 0) + a . b over kc steps,
+// then the epilogue when ep is not null. a: kc steps of MR floats; b: kc steps of NR floats.
+using GemmMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, float* c,
+                                 int64_t c_row_stride, bool accumulate, const GemmTileEpilogue* ep);
+
+// Sigmoid and tanh are applied by this scalar pass after the vector epilogue stored the tile.
+inline void gemm_tile_transcendental(int64_t mr, int64_t nr, float* c, int64_t c_row_stride,
+                                     const GemmTileEpilogue& ep) {
+  for (int64_t r = 0; r < mr; ++r)
+    for (int64_t j = 0; j < nr; ++j) c[r * c_row_stride + j] = gemm_activate(ep.act, c[r * c_row_stride + j], ep.alpha, ep.beta);
+}
+
+// Config: MR, NR, KC, MC (multiple of MR), NC (multiple of NR); ukernels[mr - 1] handles mr rows.
+template <int MR, int NR, int64_t KC, int64_t MC, int64_t NC>
+struct GemmBlocking {
+  static constexpr int kMr = MR, kNr = NR;
+  static constexpr int64_t kKc = KC, kMc = MC, kNc = NC;
+  static_assert(MC % MR == 0 && NC % NR == 0, "blocks are whole tiles");
+  // Floats of workspace: the packed A block, then the packed B block, each 64-byte aligned.
+  static constexpr int64_t kWorkspace = (MC * KC + 15) / 16 * 16 + NC * KC;
+};
+
+template <class Cfg>
+void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* workspace) {
+  constexpr int MR = Cfg::kMr, NR = Cfg::kNr;
+  const int64_t M = p.m, N = p.n, K = p.k;
+  if (M <= 0 || N <= 0) return;
+  float* a_buf = workspace;
+  float* b_buf = workspace + (Cfg::kMc * Cfg::kKc + 15) / 16 * 16;
+  for (int64_t jc = 0; jc < N; jc += Cfg::kNc) {
+    const int64_t nc = N - jc < Cfg::kNc ? N - jc : Cfg::kNc;
+    for (int64_t pc = 0;; pc += Cfg::kKc) {
+      const int64_t kc = K - pc < Cfg::kKc ? K - pc : Cfg::kKc;
+      const bool first = pc == 0, last = pc + kc >= K;
+      const float* b_blk;
+      int64_t b_panel_stride;
+      if (p.b.packed) {
+        b_blk = p.b.data + (jc / NR) * NR * K + pc * NR;
+        b_panel_stride = NR * K;
+      } else {
+        ds_f32_gemm_pack(NR, nc, kc, p.b.data + pc * p.b.row_stride + jc * p.b.col_stride,
+                         p.b.col_stride, p.b.row_stride, b_buf);
+        b_blk = b_buf;
+        b_panel_stride = NR * kc;
+      }
+      for (int64_t ic = 0; ic < M; ic += Cfg::kMc) {
+        const int64_t mc = M - ic < Cfg::kMc ? M - ic : Cfg::kMc;
+        const float* a_blk;
+        int64_t a_panel_stride;
+        if (p.a.packed) {
+          a_blk = p.a.data + (ic / MR) * MR * K + pc * MR;
+          a_panel_stride = MR * K;
+        } else {
+          ds_f32_gemm_pack(MR, mc, kc, p.a.data + ic * p.a.row_stride + pc * p.a.col_stride,
+                           p.a.row_stride, p.a.col_stride, a_buf);
+          a_blk = a_buf;
+          a_panel_stride = MR * kc;
+        }
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const int64_t nr = nc - jr < NR ? nc - jr : NR;
+          const int64_t j = jc + jr;
+          const float* b_panel = b_blk + (jr / NR) * b_panel_stride;
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            const int64_t mr = mc - ir < MR ? mc - ir : MR;
+            const int64_t i = ic + ir;
+            float* c = p.c + i * p.c_row_stride + j;
+            GemmTileEpilogue ep;
+            if (last) {
+              ep.bias_row = p.bias_kind == kGemmBiasPerRow ? p.bias + i : nullptr;
+              ep.bias_col = p.bias_kind == kGemmBiasPerCol ? p.bias + j : nullptr;
+              ep.residual = p.residual ? p.residual + i * p.residual_row_stride + j : nullptr;
+              ep.residual_row_stride = p.residual_row_stride;
+              ep.act = p.act;
+              ep.alpha = p.alpha;
+              ep.beta = p.beta;
+            }
+            ukernels[mr - 1](nr, kc, a_blk + (ir / MR) * a_panel_stride, b_panel, c, p.c_row_stride,
+                             !first, last ? &ep : nullptr);
+            if (last && (p.act == 4 || p.act == 7)) gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);
+          }
+        }
+      }
+      if (last) break;
+    }
+  }
+}
+
+}  // namespace x86
+}  // namespace ds

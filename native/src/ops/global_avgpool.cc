@@ -1,0 +1,25 @@
+// global_avgpool (op id 22): the avg of each (n, c) plane; output (N,C,1,1).
+#include "ops/global_pool.h"
+
+namespace ds {
+namespace {
+
+OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
+  AttrParser(attrs, node, "global_avgpool").finish();
+  return OpParams();
+}
+
+Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const std::string& node) {
+  return global_pool_infer_shape(*in[0], node, "global_avgpool");
+}
+
+void run(const OpParams&, const std::vector<OpInput>& in, float* out, const Shape&, const KernelTable& k) {
+  const Shape& x = *in[0].shape;
+  k.global_avgpool(x[0] * x[1], product(x, 2), in[0].data, out);
+}
+
+}  // namespace
+
+extern const OpDef kGlobalAvgPoolOp = {22, "global_avgpool", 1, 1, parse, infer_shape, run};
+
+}  // namespace ds
