@@ -44,7 +44,8 @@ def compress(model, recipe: Recipe | dict | str, train_data=None, val_data=None,
         elif name == "kmeans":
             history["kmeans"] = kmeans.quantize(model, config, train_data, val_data, progress=progress, seed=seed)
     model.eval()
-    encs = encodings(model, recipe.index_bits, recipe.huffman)
+    shared_biases = recipe.kmeans is not None and recipe.kmeans.bias_bits > 0
+    encs = encodings(model, recipe.index_bits, recipe.huffman, biases=shared_biases)
     return CompressedModel(model, encs, size_report(model, encs), history)
 
 

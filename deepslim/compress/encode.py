@@ -3,7 +3,8 @@
 `encodings()` picks, for every conv/fc weight, the smallest of the .dsm encodings (dense or
 sparse_rel layout; raw float32 or codebook values) by the estimate below, and returns the
 `deepslim.ir.Encoding` the writer needs. With a codebook, every nonzero value of the tensor is
-exactly one of its entries (float32 equality). Biases are not listed: they stay dense raw float32.
+exactly one of its entries (float32 equality). Biases are listed only with `biases=True` and when a
+codebook encoding is smaller than dense raw float32 (shared biases, kmeans `bias_bits`).
 
 Size estimate of one tensor (docs/format.md): each stream's bytes (Huffman: u32 n + n code lengths
 + the code bits, with code lengths from the symbol counts; bitpack: count*bits/8; raw: 4 per value;
@@ -218,17 +219,28 @@ def encodings(
     model_or_state,
     index_bits: int | Mapping[str, int] | None = DEFAULT_INDEX_BITS,
     huffman: bool = True,
+    biases: bool = False,
 ) -> dict[str, Encoding]:
     """Parameter name -> Encoding for every conv/fc weight of a model or state dict.
+
+    biases: also list each bias ("*.bias") for which a codebook encoding is smaller than raw
+    float32, i.e. the biases that weight sharing clustered (kmeans `bias_bits`).
 
     index_bits: one width, or per layer name or type ("conv"/"fc"); None (or a layer missing from
     the mapping) picks the width that gives the smallest file.
     """
-    weights, _ = _weights_and_biases(model_or_state)
-    return {
+    weights, others = _weights_and_biases(model_or_state)
+    out = {
         key: best_encoding(w, _layer_setting(index_bits, key, w.ndim), huffman, key)
         for key, w in weights.items()
     }
+    for key, array in others.items() if biases else ():
+        if not key.endswith("bias"):
+            continue
+        enc = best_encoding(array, None, huffman, key)
+        if enc.codebook is not None and estimate_bytes(array, enc, key) < estimate_bytes(array, Encoding(), key):
+            out[key] = enc
+    return out
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,11 @@ linearly between the smallest and largest weight. The layer's weight then become
 so back-propagation sums the gradients of all weights of a cluster into its centroid's gradient
 and pruned weights stay exactly 0.0. `strip_sharing` turns the weights back into plain parameters
 whose nonzero values are exactly codebook entries.
+
+With `bias_bits` the biases of the same layers are shared too (one codebook per bias, nonzero
+biases clustered like weights) and their codebooks are trained with the weights' codebooks. In
+small networks the biases are a tenth of the compressed file when they stay raw float32
+(LeNet-5: 580 biases = 2,320 bytes next to ~28 KB of shared weights).
 """
 
 from __future__ import annotations
@@ -25,10 +30,14 @@ MAX_BITS = 16
 
 @dataclass(frozen=True)
 class KMeansConfig:
-    """bits: cluster-index bits per layer name or type, e.g. {"conv": 8, "fc": 5}."""
+    """bits: cluster-index bits per layer name or type, e.g. {"conv": 8, "fc": 5}.
+
+    bias_bits: cluster-index bits of the biases of the layers in `bits` (0: biases stay float32).
+    """
 
     bits: dict[str, int]
     finetune_epochs: int = 1
+    bias_bits: int = 0
     iterations: int = 50  # Lloyd iterations (stops early once assignments settle)
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig options for centroid training
 
@@ -38,6 +47,9 @@ class KMeansConfig:
         for key, b in self.bits.items():
             if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BITS:
                 raise ValueError(f"kmeans.bits[{key!r}] = {b!r}: bits must be an integer in 1..{MAX_BITS}")
+        b = self.bias_bits
+        if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= MAX_BITS:
+            raise ValueError(f"kmeans.bias_bits = {b!r}: bits must be an integer in 0..{MAX_BITS} (0: no sharing)")
         if not isinstance(self.finetune_epochs, int) or self.finetune_epochs < 0:
             raise ValueError(f"kmeans.finetune_epochs must be an integer >= 0, got {self.finetune_epochs!r}")
         if not isinstance(self.iterations, int) or self.iterations < 1:
@@ -126,23 +138,24 @@ class SharedWeight(nn.Module):
         return self._codebook.clone()
 
 
-def attach_sharing(module: nn.Module, bits: int, iterations: int = 50) -> SharedWeight:
-    """Replace `module.weight` by shared values; its trainable parameter becomes the codebook."""
-    codebook, labels, mask = share(module.weight, bits, iterations)
+def attach_sharing(module: nn.Module, bits: int, iterations: int = 50, name: str = "weight") -> SharedWeight:
+    """Replace `module.<name>` by shared values; its trainable parameter becomes the codebook."""
+    codebook, labels, mask = share(getattr(module, name), bits, iterations)
     p = SharedWeight(codebook, labels, mask)
-    parametrize.register_parametrization(module, "weight", p, unsafe=True)
+    parametrize.register_parametrization(module, name, p, unsafe=True)
     return p
 
 
-def codebook_of(module: nn.Module) -> nn.Parameter:
-    return module.parametrizations.weight.original
+def codebook_of(module: nn.Module, name: str = "weight") -> nn.Parameter:
+    return getattr(module.parametrizations, name).original
 
 
 def strip_sharing(model: nn.Module) -> None:
-    """Turn shared weights back into plain parameters (values exactly codebook entries or 0.0)."""
+    """Turn shared tensors back into plain parameters (values exactly codebook entries or 0.0)."""
     for module in model.modules():
-        if parametrize.is_parametrized(module, "weight"):
-            parametrize.remove_parametrizations(module, "weight", leave_parametrized=True)
+        for name in ("weight", "bias"):
+            if parametrize.is_parametrized(module, name):
+                parametrize.remove_parametrizations(module, name, leave_parametrized=True)
 
 
 # -------------------------------------------------------------------------------------- method
@@ -157,7 +170,8 @@ def quantize(
     progress: bool = True,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """Share weights per layer, then train the codebooks (and biases) for `finetune_epochs`.
+    """Share weights per layer, then train the codebooks (and biases, or with `bias_bits` the biases'
+    codebooks) for `finetune_epochs`.
 
     The model is left with plain weights (sharing stripped). Returns the training history.
     """
@@ -168,11 +182,17 @@ def quantize(
     bits = per_layer(config.bits, model)
     for name, b in bits.items():
         attach_sharing(layers[name], b, config.iterations)
+        if config.bias_bits and layers[name].bias is not None:
+            attach_sharing(layers[name], config.bias_bits, config.iterations, "bias")
     train_config = TrainConfig.from_dict({"seed": seed, "lr": 1e-4, **config.train, "epochs": config.finetune_epochs})
     history = []
     if train_data is not None and train_config.epochs > 0:
         params = [codebook_of(layers[n]) for n in bits]
-        params += [m.bias for m in layers.values() if m.bias is not None]  # other weights stay frozen
+        for m in layers.values():  # other weights stay frozen
+            if parametrize.is_parametrized(m, "bias"):
+                params.append(codebook_of(m, "bias"))
+            elif m.bias is not None:
+                params.append(m.bias)
         history = fit(model, train_data, val_data, config=train_config, params=params, progress=progress,
                       desc="k-means")
     strip_sharing(model)

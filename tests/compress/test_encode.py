@@ -122,3 +122,30 @@ def test_writer_accepts_encodings(tmp_path):
     decoded = {v.name: v.data for v in dsm.read_dsm(path).constants()}
     for key, value in model.state_dict().items():
         np.testing.assert_array_equal(decoded[key], value.numpy())
+
+
+def test_shared_biases_are_encoded_and_written_exactly(tmp_path):
+    from deepslim.compress.kmeans import KMeansConfig, quantize
+
+    dsm = pytest.importorskip("deepslim.format.dsm")
+    frontend = pytest.importorskip("deepslim.frontends.torch")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(400, 300), nn.ReLU(), nn.Linear(300, 10))
+    with torch.no_grad():
+        model[1].weight.copy_(pruned_shared(shape=(300, 400), density=0.05))
+        model[1].bias.normal_()
+    quantize(model, KMeansConfig(bits={"fc": 4}, bias_bits=4, finetune_epochs=0), progress=False)
+    assert set(encode.encodings(model)) == {"1.weight", "3.weight"}  # biases only when asked for
+    encs = encode.encodings(model, biases=True)
+    assert set(encs) == {"1.weight", "3.weight", "1.bias"}  # 10 shared biases: raw float32 is smaller
+    assert encs["1.bias"].codebook is not None and len(encs["1.bias"].codebook) <= 15
+    with_raw = encode.size_report(model, encode.encodings(model))
+    shared = encode.size_report(model, encs)
+    assert shared.file_bytes < with_raw.file_bytes - 800  # 300 raw biases are 1,200 bytes
+    graph = frontend.from_torch(model, torch.zeros(1, 1, 20, 20), encodings=encs)
+    path = tmp_path / "m.dsm"
+    dsm.write_dsm(graph, path)
+    assert shared.file_bytes <= path.stat().st_size <= shared.file_bytes + 1024
+    decoded = {v.name: v.data for v in dsm.read_dsm(path).constants()}
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(decoded[key], value.numpy())

@@ -114,3 +114,30 @@ def test_config_validation():
         KMeansConfig(bits={"conv": 0})
     with pytest.raises(ValueError, match="finetune_epochs"):
         KMeansConfig(bits={"fc": 4}, finetune_epochs=-1)
+
+
+def test_bias_sharing_trains_bias_codebooks():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 3))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 1, 3, 4)).astype(np.float32)
+    y = (x.reshape(64, -1).sum(1) > 0).astype(np.int64)
+    config = KMeansConfig(bits={"fc": 3}, bias_bits=2, finetune_epochs=2, train={"lr": 0.01, "batch_size": 16})
+    # what the biases are right after clustering, before centroid training
+    shared_only = kmeans.share(model[1].bias, 2)
+    kmeans.quantize(model, config, (x, y), progress=False)
+    for layer in (model[1], model[3]):
+        assert isinstance(layer.bias, nn.Parameter) and isinstance(layer.weight, nn.Parameter)
+        assert len(torch.unique(layer.bias)) <= 3
+    # the cluster structure is kept; the centroids moved
+    codebook, labels, _ = shared_only
+    b = model[1].bias.detach()
+    for j in range(len(codebook)):
+        assert len(torch.unique(b[labels == j])) == 1
+    assert not torch.allclose(torch.unique(b), codebook)
+
+
+def test_bias_bits_validation():
+    with pytest.raises(ValueError, match=r"kmeans.bias_bits = 17"):
+        KMeansConfig(bits={"fc": 4}, bias_bits=17)
+    assert KMeansConfig(bits={"fc": 4}).bias_bits == 0
