@@ -18,7 +18,7 @@ Mapping (everything else raises `UnsupportedModelError` naming the node, its ind
     GlobalAveragePool, GlobalMaxPool -> global_avgpool, global_maxpool; BatchNormalization ->
     batchnorm; Relu -> relu; Clip, LeakyRelu, PRelu (one slope), Sigmoid, HardSigmoid, HardSwish,
     Tanh -> activation; Add, Sub, Mul, Div, Sum -> add, sub, mul, div; Concat -> concat;
-    LRN -> lrn; Flatten -> flatten or reshape; Reshape, Squeeze, Unsqueeze -> reshape;
+    LRN -> lrn; Slice (step 1), Split -> slice; Flatten -> flatten or reshape; Reshape, Squeeze, Unsqueeze -> reshape;
     Transpose -> transpose; Pad -> pad; Resize -> resize; Softmax -> softmax;
     Dropout, Identity, Cast to float -> removed.
 """
@@ -1032,6 +1032,69 @@ class _Converter:
                 out[ax] = int(v) if integer else float(v)
         return out
 
+    def _slice_to(self, node, out: str, bounds: dict[int, tuple[int, int]]) -> None:
+        """Emit slice keeping [start, end) of each axis in `bounds` (already clamped, non-empty)."""
+        xs = self._shape(node.input[0])
+        shape = list(xs)
+        axes = sorted(ax for ax, (s, e) in bounds.items() if (s, e) != (0, xs[ax]))
+        for ax in axes:
+            shape[ax] = bounds[ax][1] - bounds[ax][0]
+        self._emit("slice", [self._act(node.input[0])], out, tuple(shape), axes=axes,
+                   starts=[bounds[ax][0] for ax in axes], ends=[bounds[ax][1] for ax in axes])
+
+    def _clamp_range(self, xs, axis: int, start: int, end: int) -> tuple[int, int]:
+        dim = xs[axis]
+        if dim == -1:
+            if start in (0, -(2**63)) and end >= 2**31 - 1:
+                return 0, -1
+            raise self._fail(f"slicing the dynamic batch dimension ({start}:{end}) is not supported")
+        s = min(max(start + dim if start < 0 else start, 0), dim)
+        e = min(max(end + dim if end < 0 else end, 0), dim)
+        if e <= s:
+            raise self._fail(f"slice {start}:{end} of axis {axis} (size {dim}) is empty")
+        return s, e
+
+    def _slice(self, node, a: dict[str, Any]) -> None:
+        xs = self._shape(node.input[0])
+        if self.opset < 10:
+            starts, ends = [int(v) for v in a["starts"]], [int(v) for v in a["ends"]]
+            axes = [int(v) for v in a.get("axes", range(len(starts)))]
+            steps = [1] * len(starts)
+        else:
+            starts, ends = self._ints(node.input[1], "starts"), self._ints(node.input[2], "ends")
+            axes = self._ints(node.input[3], "axes") if self._has(node, 3) else list(range(len(starts)))
+            steps = self._ints(node.input[4], "steps") if self._has(node, 4) else [1] * len(starts)
+        if any(st != 1 for st in steps):
+            raise self._fail(f"steps {steps}: only step 1 is supported")
+        bounds = {}
+        for ax, s, e in zip(axes, starts, ends):
+            ax = self._norm_axis(ax, len(xs))
+            bounds[ax] = self._clamp_range(xs, ax, s, e)
+        bounds = {ax: (s, e) for ax, (s, e) in bounds.items() if e != -1}
+        self._slice_to(node, node.output[0], bounds)
+
+    def _split(self, node, a: dict[str, Any]) -> None:
+        xs = self._shape(node.input[0])
+        axis = self._norm_axis(int(a.get("axis", 0)), len(xs))
+        if xs[axis] == -1:
+            raise self._fail("splitting the dynamic batch dimension is not supported")
+        outs = list(node.output)
+        if self._has(node, 1):
+            split = self._ints(node.input[1], "split")
+        elif "split" in a:
+            split = [int(v) for v in a["split"]]
+        else:
+            n = int(a.get("num_outputs", len(outs)))
+            chunk = -(-xs[axis] // n)
+            split = [min(chunk, xs[axis] - i * chunk) for i in range(n)]
+        if len(split) != len(outs) or sum(split) != xs[axis] or min(split) < 1:
+            raise self._fail(f"split {split} does not divide axis {axis} of size {xs[axis]} into {len(outs)} parts")
+        start = 0
+        for out, size in zip(outs, split):
+            if out:
+                self._slice_to(node, out, {axis: (start, start + size)})
+            start += size
+
     def _dropout(self, node, a: dict[str, Any]) -> None:
         if self._has(node, 2):
             training = self._const(node.input[2], "training_mode")
@@ -1104,6 +1167,8 @@ _HANDLERS: dict[str, _Handler] = {
     "Pad": _C._pad,
     "Resize": _C._resize,
     "Softmax": _C._softmax,
+    "Slice": _C._slice,
+    "Split": _C._split,
     "Dropout": _C._dropout,
     "Identity": lambda c, n, a: c._alias(n.output[0], n.input[0]),
     "Cast": _C._cast,

@@ -632,3 +632,32 @@ def test_path_and_bytes_inputs(tmp_path):
     onnx.save(model, p)
     assert ops(from_onnx(str(p))) == ["relu"]
     assert ops(from_onnx(p.read_bytes())) == ["relu"]
+
+
+@pytest.mark.parametrize("starts,ends,axes,shape", [
+    ([1], [3], [1], (-1, 2, 8, 8)),
+    ([-5, 2], [2**63 - 1, -1], [2, -1], (-1, 3, 5, 5)),
+    ([0, 0], [2**63 - 1, 100], [0, 3], (-1, 3, 8, 8)),
+])
+def test_slice(starts, ends, axes, shape):
+    inits = {"s": _i64(*starts), "e": _i64(*ends), "a": _i64(*axes)}
+    g = check(single("Slice", {}, inits, ["s", "e", "a"]))
+    assert ops(g) == ["slice"] and g.values["y"].shape == shape
+
+
+def test_slice_with_step_is_rejected():
+    inits = {"s": _i64(0), "e": _i64(8), "a": _i64(2), "st": _i64(2)}
+    with pytest.raises(UnsupportedModelError, match="only step 1"):
+        from_onnx(single("Slice", {}, inits, ["s", "e", "a", "st"]))
+
+
+@pytest.mark.parametrize("opset,attrs,inits,names", [
+    (13, {"axis": 1}, {"sp": _i64(1, 2)}, ["sp"]),
+    (11, {"axis": 1, "split": [2, 1]}, {}, []),
+    (18, {"axis": 2, "num_outputs": 2}, {}, []),
+])
+def test_split(opset, attrs, inits, names):
+    node = helper.make_node("Split", ["x", *names], ["y0", "y1"], **attrs)
+    model = make_model([node], {"x": ["N", 3, 8, 8]}, {"y0": None, "y1": None}, inits, opset=opset)
+    g = check(model)
+    assert ops(g) == ["slice", "slice"]
