@@ -15,7 +15,7 @@ be fixed with `input_shapes` (`deepslim convert --input-shape NAME=1,3,640,640`)
 Mapping (everything else raises `UnsupportedModelError` naming the node, its index and op):
     Conv -> conv2d; ConvTranspose -> conv_transpose2d; Gemm, MatMul (constant 2-D weight,
     a following Add of a bias merged) -> dense; MaxPool, AveragePool -> maxpool2d, avgpool2d;
-    GlobalAveragePool, GlobalMaxPool -> global_avgpool, global_maxpool; BatchNormalization ->
+    GlobalAveragePool, GlobalMaxPool, ReduceMean/ReduceMax over H, W -> global_avgpool, global_maxpool; BatchNormalization ->
     batchnorm; Relu -> relu; Clip, LeakyRelu, PRelu (one slope), Sigmoid, HardSigmoid, HardSwish,
     Tanh -> activation; Add, Sub, Mul, Div, Sum -> add, sub, mul, div; Concat -> concat;
     LRN -> lrn; Slice (step 1), Split -> slice; Flatten -> flatten or reshape; Reshape, Squeeze, Unsqueeze -> reshape;
@@ -709,6 +709,22 @@ class _Converter:
         xs = self._need_rank4(node.input[0])
         self._emit(op, [x], node.output[0], (xs[0], xs[1], 1, 1))
 
+    def _reduce_spatial(self, node, a: dict[str, Any], op: str) -> None:
+        """ReduceMean / ReduceMax over H and W of a 4-D tensor (x.mean((2, 3))) -> global pool."""
+        xs = self._need_rank4(node.input[0])
+        if self._has(node, 1):
+            axes = self._ints(node.input[1], "axes")
+        else:
+            axes = [int(v) for v in a.get("axes", [])]
+        if sorted(self._norm_axis(ax, 4) for ax in axes) != [2, 3]:
+            raise self._fail(f"axes {axes}: only a reduction over axes 2 and 3 (H, W) of a 4-D tensor is supported")
+        if int(a.get("keepdims", 1)):
+            self._global_pool(node, a, op)
+            return
+        pooled = self._fresh(f"{node.output[0]}_pool")
+        self._emit(op, [self._act(node.input[0])], pooled, (xs[0], xs[1], 1, 1))
+        self._emit("flatten", [pooled], node.output[0], (xs[0], xs[1]), axis=1)
+
     def _batchnorm(self, node, a: dict[str, Any]) -> None:
         x = self._act(node.input[0])
         xs = self._shape(node.input[0])
@@ -1143,6 +1159,8 @@ _HANDLERS: dict[str, _Handler] = {
     "AveragePool": lambda c, n, a: c._pool(n, a, "avgpool2d"),
     "GlobalAveragePool": lambda c, n, a: c._global_pool(n, a, "global_avgpool"),
     "GlobalMaxPool": lambda c, n, a: c._global_pool(n, a, "global_maxpool"),
+    "ReduceMean": lambda c, n, a: c._reduce_spatial(n, a, "global_avgpool"),
+    "ReduceMax": lambda c, n, a: c._reduce_spatial(n, a, "global_maxpool"),
     "BatchNormalization": _C._batchnorm,
     "Relu": lambda c, n, a: c._unary(n, "relu"),
     "Clip": _C._clip,

@@ -661,3 +661,12 @@ def test_split(opset, attrs, inits, names):
     model = make_model([node], {"x": ["N", 3, 8, 8]}, {"y0": None, "y1": None}, inits, opset=opset)
     g = check(model)
     assert ops(g) == ["slice", "slice"]
+
+
+@pytest.mark.parametrize("op,ir", [("ReduceMean", "global_avgpool"), ("ReduceMax", "global_maxpool")])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_over_hw_is_global_pool(op, ir, keepdims):
+    g = check(single(op, {"axes": [-1, 2], "keepdims": keepdims}, opset=13))
+    assert ops(g) == [ir] + ([] if keepdims else ["flatten"])
+    with pytest.raises(UnsupportedModelError, match="axes 2 and 3"):
+        from_onnx(single(op, {"axes": [1], "keepdims": keepdims}, opset=13))
