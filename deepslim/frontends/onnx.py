@@ -396,7 +396,9 @@ class _Converter:
     def _shape(self, name: str) -> tuple[int, ...]:
         if name in self.acts:
             return self.graph.values[self.acts[name]].shape
-        return tuple(self.consts[name].value.shape)
+        if name in self.consts:
+            return tuple(self.consts[name].value.shape)
+        raise self._fail(f"input {name!r} is not produced by any earlier node")
 
     def _const(self, name: str, what: str) -> np.ndarray:
         """Value of an input that must be known at convert time (a shape, axes, a weight)."""
@@ -1041,7 +1043,7 @@ class _Converter:
         out: list = [1.0 if not integer else xs[i] for i in range(4)]
         for v, t, ax in zip(values, tags, axes):
             if t:
-                if ax != 0 or (integer and t != 1):
+                if ax != 0 or not integer or t != 1:
                     raise self._fail(f"{what} on axis {ax} depends on the batch size")
                 out[ax] = None
             else:
