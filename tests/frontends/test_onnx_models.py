@@ -116,6 +116,7 @@ def test_features_export(opset):
     g = check_export(Features(), (3, 8, 6), opset)
     used = {n.op for n in g.nodes}
     assert {"conv_transpose2d", "resize", "pad", "concat", "transpose", "slice", "mul", "add"} <= used
+    assert "channel_shuffle" in {n.op for n in optimize(g).nodes}  # view/transpose/view recognised
 
 
 def test_static_batch_export():
