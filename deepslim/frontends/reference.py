@@ -287,6 +287,8 @@ def _channel_shuffle(node: Node, x: np.ndarray) -> np.ndarray:
 
 def reshape_target(in_shape: tuple[int, ...], spec: list[int]) -> tuple[int, ...]:
     """docs/format.md, reshape: 0 copies the input's size at that axis, one -1 takes the rest."""
+    if any(d == 0 and i >= len(in_shape) for i, d in enumerate(spec)):
+        raise ValueError(f"reshape {in_shape} -> {spec}: a 0 past the input's rank")
     out = [in_shape[i] if d == 0 else d for i, d in enumerate(spec)]
     if out.count(-1) > 1 or any(d < -1 for d in out):
         raise ValueError(f"reshape {in_shape} -> {spec}: at most one -1 and no other negative size")

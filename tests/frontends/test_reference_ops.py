@@ -302,7 +302,7 @@ def test_reshape_vs_onnxruntime(shape, spec):
 
 def test_reshape_rejects_bad_specs():
     x = _rand(2, 3, 4)
-    for spec in ([-1, -1], [5, -1], [7, 0, 4], [-2, 12]):
+    for spec in ([-1, -1], [5, -1], [7, 0, 4], [-2, 12], [2, 3, 4, 0]):
         with pytest.raises(ValueError, match="reshape"):
             ir_run("reshape", [x], shape=spec)
 
