@@ -329,7 +329,7 @@ def test_pad(case):
 
 
 def test_pad_opset18_axes():
-    inits = {"pads": np.array([1, 2, 3, 0], np.int64), "v": np.array(-1.0, np.float32), "axes": np.array([-1, 2], np.int64)}
+    inits = {"pads": _i64(1, 2, 3, 0), "v": np.array(-1.0, np.float32), "axes": _i64(-1, 2)}
     g = check(single("Pad", {}, inits, ["pads", "v", "axes"], opset=18))
     assert g.nodes[0].attrs["pads"] == [0, 0, 2, 1, 0, 0, 0, 3]
 
@@ -349,7 +349,8 @@ RESIZE_CASES = {
     "linear_half_pixel": ({"mode": "linear"}, [1, 1, 2, 2], None),
     "linear_pytorch_half_pixel": ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"},
                                   None, [2, 3, 1, 15]),
-    "linear_align_corners": ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, None, [2, 3, 15, 6]),
+    "linear_align_corners": ({"mode": "linear", "coordinate_transformation_mode": "align_corners"},
+                             None, [2, 3, 15, 6]),
     "linear_asymmetric": ({"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, [1, 1, 3, 1.5], None),
 }
 
@@ -369,7 +370,7 @@ def test_resize(case):
 
 
 def test_resize_opset11_empty_scales_and_roi():
-    inits = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32), "sizes": np.array([2, 3, 12, 4], np.int64)}
+    inits = {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32), "sizes": _i64(2, 3, 12, 4)}
     check(single("Resize", {"mode": "linear"}, inits, ["roi", "scales", "sizes"], x_shape=(2, 3, 8, 8), opset=11))
 
 
