@@ -100,9 +100,49 @@ def _opset(model) -> int:
     raise UnsupportedModelError("the model imports no default-domain (ai.onnx) opset")
 
 
+def _schema_signature(op_type: str, opset: int):
+    import onnx.defs
+
+    schema = onnx.defs.get_schema(op_type, opset)
+    return (
+        [(i.name, i.option) for i in schema.inputs],
+        [(o.name, o.option) for o in schema.outputs],
+        sorted(schema.attributes),
+    )
+
+
+def _check_newer_opset(model, opset: int) -> None:
+    """A model newer than MAX_OPSET is read as MAX_OPSET when each of its ops has the same inputs,
+    outputs and attributes at both versions: the newer versions of these ops only added tensor
+    types (bfloat16, float8, int4, ...), which the float32-only runtime never sees."""
+    import onnx.defs
+
+    if opset > onnx.defs.onnx_opset_version():
+        raise UnsupportedModelError(
+            f"the model uses opset {opset}, newer than the installed onnx package knows "
+            f"({onnx.defs.onnx_opset_version()}); supported opsets are {MIN_OPSET} to {MAX_OPSET}"
+        )
+    for index, node in enumerate(model.graph.node):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            changed = _schema_signature(node.op_type, opset) != _schema_signature(node.op_type, MAX_OPSET)
+        except Exception:  # noqa: BLE001 - an op unknown at MAX_OPSET is reported by the converter
+            continue
+        if changed:
+            raise UnsupportedModelError(
+                f"node {index} {node.name!r} ({node.op_type}): the model uses opset {opset}, in which "
+                f"{node.op_type} differs from opset {MAX_OPSET} (supported opsets are {MIN_OPSET} to "
+                f"{MAX_OPSET}, and newer ones where an op changed only its tensor types)"
+            )
+
+
 def _upgrade(model):
     opset = _opset(model)
-    if opset < MIN_OPSET or opset > MAX_OPSET:
+    if opset > MAX_OPSET:
+        _check_newer_opset(model, opset)
+        return model
+    if opset < MIN_OPSET:
         raise UnsupportedModelError(
             f"the model uses opset {opset}; supported opsets are {MIN_OPSET} to {MAX_OPSET}"
         )

@@ -590,10 +590,26 @@ def test_non_float_input_is_rejected():
 
 
 def test_opset_out_of_range():
-    with pytest.raises(UnsupportedModelError, match="opset 22; supported opsets are 7 to 21"):
-        from_onnx(single("Relu", opset=22))
+    import onnx.defs
+
+    newest = onnx.defs.onnx_opset_version()
+    with pytest.raises(UnsupportedModelError, match=f"opset {newest + 1}, newer than"):
+        from_onnx(single("Relu", opset=newest + 1))
     with pytest.raises(UnsupportedModelError, match="opset 6"):
         from_onnx(single("Relu", opset=6))
+
+
+def test_newer_opset_is_read_when_its_ops_changed_only_types():
+    g = from_onnx(single("Relu", opset=22))
+    assert [n.op for n in g.nodes] == ["relu"]
+    # Cast gained a `round` attribute after opset 21: a model using it at a newer opset is refused
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["c"], to=TensorProto.FLOAT), helper.make_node("Relu", ["c"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    with pytest.raises(UnsupportedModelError, match="Cast differs from opset 21"):
+        from_onnx(model)
 
 
 def test_opset7_model_through_version_converter():
