@@ -100,6 +100,11 @@ DS_API ds_status ds_session_get_output(const ds_session* session, size_t index, 
 DS_API ds_status ds_session_memory_info(const ds_session* session, size_t* out_arena_bytes,
                                         size_t* out_sum_activation_bytes);
 
+/* The SIMD level sessions created now use: "scalar", "avx2" or "avx512" (the best the CPU and
+ * OS support, or DS_FORCE_ISA=scalar|avx2|avx512 when set). NULL when DS_FORCE_ISA names a level
+ * that is unknown or unavailable here; ds_session_create then fails with DS_ERR_INVALID_ARG. */
+DS_API const char* ds_isa(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,11 @@
 // Compiled with -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma (native/cmake/x86_kernels.cmake).
 #include <immintrin.h>
 
+// GCC 12 flags the _mm512_undefined_ps() inside _mm512_max_ps/_mm512_min_ps as maybe-uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include "kernels/x86/f32-gemm-driver.h"
 
 namespace ds {

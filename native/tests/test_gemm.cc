@@ -1,0 +1,311 @@
+// f32 GEMM of every ISA level this machine runs against the scalar reference: sizes at and around
+// the register tile and cache blocks (1, tile-1, tile, tile+1, primes, > kc/mc/nc), every
+// activation code, bias per row/column/none, residual on/off, packed and unpacked operands,
+// transposed strides and padded C rows; then thread-count invariance (bitwise).
+#include <cfloat>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "harness.h"
+#include "kernel_tolerances.h"
+#include "tiny_net.h"
+
+namespace {
+
+using ds::GemmKernels;
+using ds::GemmParams;
+using ds::Isa;
+
+struct Case {
+  int64_t m, n, k;
+  int32_t act = 0;
+  int32_t bias_kind = 0;
+  bool residual = false;
+  bool pack_a = false, pack_b = false;
+  bool a_trans = false, b_trans = false;  // raw operand stored transposed
+  int64_t c_pad = 0;                      // extra floats per C row
+};
+
+std::string describe(const Case& c) {
+  return "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
+         " act=" + std::to_string(c.act) + " bias=" + std::to_string(c.bias_kind) +
+         " res=" + std::to_string(c.residual) + " packA=" + std::to_string(c.pack_a) +
+         " packB=" + std::to_string(c.pack_b) + " aT=" + std::to_string(c.a_trans) +
+         " bT=" + std::to_string(c.b_trans) + " cpad=" + std::to_string(c.c_pad);
+}
+
+std::vector<float> random_vec(tiny::Rng& rng, size_t n) {
+  std::vector<float> v(n);
+  for (float& x : v) x = rng.uniform(-1, 1);
+  return v;
+}
+
+// The problem's data, and params for one GemmKernels (packing with its tile).
+struct Problem {
+  Case cs;
+  std::vector<float> a, b, bias, residual, a_packed, b_packed;
+  float alpha = 0, beta = 0;
+
+  Problem(const Case& c, tiny::Rng& rng) : cs(c) {
+    a = random_vec(rng, size_t(c.m * c.k));
+    b = random_vec(rng, size_t(c.k * c.n));
+    bias = random_vec(rng, size_t(c.bias_kind == 1 ? c.m : c.n));
+    residual = random_vec(rng, size_t(c.m * c.n));
+    // Parameters that make each activation do something on values of size ~sqrt(K).
+    switch (c.act) {
+      case 2: alpha = -0.5f, beta = 0.75f; break;
+      case 3: alpha = 0.125f; break;
+      case 5: alpha = 0.2f, beta = 0.5f; break;
+      default: break;
+    }
+  }
+  int64_t a_rs() const { return cs.a_trans ? 1 : cs.k; }
+  int64_t a_cs() const { return cs.a_trans ? cs.m : 1; }
+  int64_t b_rs() const { return cs.b_trans ? 1 : cs.n; }
+  int64_t b_cs() const { return cs.b_trans ? cs.k : 1; }
+
+  GemmParams params(const GemmKernels& g, float* c_out, bool allow_packing) {
+    GemmParams p;
+    p.m = cs.m, p.n = cs.n, p.k = cs.k;
+    p.a = {a.data(), a_rs(), a_cs(), false};
+    p.b = {b.data(), b_rs(), b_cs(), false};
+    if (allow_packing && cs.pack_a) {
+      a_packed.assign(size_t(ds::gemm_packed_a_size(g, cs.m, cs.k)), NAN);
+      ds::gemm_pack_a(g, cs.m, cs.k, a.data(), a_rs(), a_cs(), a_packed.data());
+      p.a = {a_packed.data(), 0, 0, true};
+    }
+    if (allow_packing && cs.pack_b) {
+      b_packed.assign(size_t(ds::gemm_packed_b_size(g, cs.k, cs.n)), NAN);
+      ds::gemm_pack_b(g, cs.k, cs.n, b.data(), b_rs(), b_cs(), b_packed.data());
+      p.b = {b_packed.data(), 0, 0, true};
+    }
+    p.c = c_out;
+    p.c_row_stride = cs.n + cs.c_pad;
+    p.bias = cs.bias_kind ? bias.data() : nullptr;
+    p.bias_kind = cs.bias_kind;
+    p.residual = cs.residual ? residual.data() : nullptr;
+    p.residual_row_stride = cs.n;
+    p.act = cs.act, p.alpha = alpha, p.beta = beta;
+    return p;
+  }
+
+  // Per element: sum |a b| + |bias| + |residual|, the scale of the rounding error.
+  std::vector<double> magnitude() const {
+    std::vector<double> s(size_t(cs.m * cs.n));
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t j = 0; j < cs.n; ++j) {
+        double t = 0;
+        for (int64_t q = 0; q < cs.k; ++q) t += std::fabs(double(a[i * cs.k + q]) * b[q * cs.n + j]);
+        if (cs.bias_kind) t += std::fabs(bias[size_t(cs.bias_kind == 1 ? i : j)]);
+        if (cs.residual) t += std::fabs(residual[i * cs.n + j]);
+        s[i * cs.n + j] = t;
+      }
+    return s;
+  }
+};
+
+std::vector<float> run(const GemmKernels& g, GemmParams p, int64_t rows, int64_t row_stride) {
+  std::vector<float> c(size_t(rows * row_stride), -7.0f);  // padding must stay untouched
+  std::vector<float> ws(size_t(g.workspace_floats) + 16);
+  float* wsa = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t(63));
+  p.c = c.data();
+  g.gemm(p, wsa);
+  return c;
+}
+
+// Runs the case at `isa` and checks it against the reference. Returns false on a mismatch.
+bool check_case(Isa isa, const Case& cs, tiny::Rng& rng) {
+  // The problem data are generated in the same form whatever isa is: a and b are row-major unless
+  // transposed, and the test only rearranges indices for transposed storage.
+  Problem pr(cs, rng);
+  if (cs.a_trans) {  // store A column-major: element (i, q) at i + q*m
+    std::vector<float> t(pr.a.size());
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t q = 0; q < cs.k; ++q) t[size_t(i + q * cs.m)] = pr.a[size_t(i * cs.k + q)];
+    std::swap(t, pr.a);
+  }
+  if (cs.b_trans) {  // B column-major: element (q, j) at q + j*k
+    std::vector<float> t(pr.b.size());
+    for (int64_t q = 0; q < cs.k; ++q)
+      for (int64_t j = 0; j < cs.n; ++j) t[size_t(q + j * cs.k)] = pr.b[size_t(q * cs.n + j)];
+    std::swap(t, pr.b);
+  }
+  const GemmKernels& ref = ds::ds_f32_gemm_kernels__scalar;
+  const GemmKernels& g = *ds::kernels_for(isa).gemm;
+  const int64_t ldc = cs.n + cs.c_pad;
+  const std::vector<float> want = run(ref, pr.params(ref, nullptr, false), cs.m, ldc);
+  const std::vector<float> got = run(g, pr.params(g, nullptr, true), cs.m, ldc);
+  // Magnitudes on the untransposed layout.
+  Problem plain = pr;
+  if (cs.a_trans || cs.b_trans) {
+    for (int64_t i = 0; i < cs.m; ++i)
+      for (int64_t q = 0; q < cs.k; ++q) plain.a[size_t(i * cs.k + q)] = pr.a[size_t(i * pr.a_rs() + q * pr.a_cs())];
+    for (int64_t q = 0; q < cs.k; ++q)
+      for (int64_t j = 0; j < cs.n; ++j) plain.b[size_t(q * cs.n + j)] = pr.b[size_t(q * pr.b_rs() + j * pr.b_cs())];
+  }
+  const std::vector<double> mag = plain.magnitude();
+  double worst = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < cs.m; ++i) {
+    for (int64_t j = 0; j < ldc; ++j) {
+      const float w = want[size_t(i * ldc + j)], v = got[size_t(i * ldc + j)];
+      if (j >= cs.n) {
+        if (v != -7.0f) ++bad;  // wrote past the row
+        continue;
+      }
+      const double allowed = tol::kGemm * mag[size_t(i * cs.n + j)] +
+                             tol::kActivationUlps * FLT_EPSILON * std::fabs(w);
+      const double err = std::fabs(double(v) - w) / (allowed + 1e-30) * tol::kGemm;
+      if (!(err <= tol::kGemm)) ++bad;
+      if (err > worst || std::isnan(err)) worst = std::isnan(err) ? INFINITY : err;
+    }
+  }
+  CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " " + describe(cs) + ": " + std::to_string(bad) +
+                          " elements off, worst error (in units of the tolerance x kGemm) " + std::to_string(worst));
+  return bad == 0;
+}
+
+std::vector<int64_t> edge_sizes(int64_t tile) {
+  return {1, 2, tile - 1, tile, tile + 1, 2 * tile + 3, 13, 97, 211};
+}
+
+void edges_at(Isa isa) {
+  if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
+  const GemmKernels& g = *ds::kernels_for(isa).gemm;
+  tiny::Rng rng(1234 + int(isa));
+  const std::vector<int64_t> ms = edge_sizes(g.mr), ns = edge_sizes(g.nr);
+  const std::vector<int64_t> ks = {1, 2, 3, 8, 17, 64, 255, 256, 257, 300};
+  // Every M x N edge pair once, K, epilogue and operand forms drawn at random.
+  int failures = 0;
+  for (int64_t m : ms)
+    for (int64_t n : ns) {
+      Case c{m, n, ks[rng.below(uint32_t(ks.size()))]};
+      c.act = int32_t(rng.below(8));
+      c.bias_kind = int32_t(rng.below(3));
+      c.residual = rng.below(2);
+      c.pack_a = rng.below(2);
+      c.pack_b = rng.below(2);
+      c.a_trans = rng.below(4) == 0;
+      c.b_trans = rng.below(4) == 0;
+      c.c_pad = rng.below(3) == 0 ? 3 : 0;
+      if (!check_case(isa, c, rng) && ++failures > 5) return;
+    }
+}
+
+void epilogues_at(Isa isa) {
+  if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
+  tiny::Rng rng(99 + int(isa));
+  // Every activation x bias kind x residual, with partial tiles in both directions.
+  for (int32_t act = 0; act <= 7; ++act)
+    for (int32_t bias = 0; bias <= 2; ++bias)
+      for (int res = 0; res <= 1; ++res) {
+        Case c{23, 45, 29};
+        c.act = act, c.bias_kind = bias, c.residual = res;
+        c.pack_a = (act + bias) % 2, c.pack_b = (act + res) % 2;
+        check_case(isa, c, rng);
+      }
+}
+
+void random_sizes_at(Isa isa) {
+  if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
+  tiny::Rng rng(7 + int(isa));
+  for (int t = 0; t < 60; ++t) {
+    Case c{1 + rng.below(300), 1 + rng.below(300), 1 + rng.below(300)};
+    c.act = int32_t(rng.below(8));
+    c.bias_kind = int32_t(rng.below(3));
+    c.residual = rng.below(2);
+    c.pack_a = rng.below(2);
+    c.pack_b = rng.below(2);
+    if (!check_case(isa, c, rng)) return;
+  }
+}
+
+// Sizes past every cache block (K > kc, M > mc, N > nc) so partial sums go through C.
+void blocks_at(Isa isa) {
+  if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
+  const GemmKernels& g = *ds::kernels_for(isa).gemm;
+  tiny::Rng rng(5);
+  Case c{g.mc + g.mr + 1, g.nc + g.nr - 1, 2 * g.kc + 7};
+  c.act = 1, c.bias_kind = 1, c.residual = true, c.pack_a = true;
+  check_case(isa, c, rng);
+  Case d{g.mc + 5, g.nc + 3, g.kc + 1};
+  d.act = 6, d.bias_kind = 2, d.pack_b = true;
+  check_case(isa, d, rng);
+}
+
+}  // namespace
+
+TEST(reference_gemm_on_known_values) {
+  // A = [[1, 2], [3, 4], [5, 6]], B = [[1, 0, -1], [2, 1, 0]]: C = A.B = [[5, 2, -1], [11, 4, -3],
+  // [17, 6, -5]]; + per-row bias [1, 2, 3]; + residual 0.5; relu.
+  const float a[] = {1, 2, 3, 4, 5, 6}, b[] = {1, 0, -1, 2, 1, 0}, bias[] = {1, 2, 3};
+  const std::vector<float> res(9, 0.5f);
+  float c[9];
+  GemmParams p;
+  p.m = 3, p.n = 3, p.k = 2;
+  p.a = {a, 2, 1, false};
+  p.b = {b, 3, 1, false};
+  p.c = c, p.c_row_stride = 3;
+  p.bias = bias, p.bias_kind = ds::kGemmBiasPerRow;
+  p.residual = res.data(), p.residual_row_stride = 3;
+  p.act = 1;
+  ds::ds_f32_gemm__scalar(p, nullptr);
+  const float want[] = {6.5f, 3.5f, 0.5f, 13.5f, 6.5f, 0.0f, 20.5f, 9.5f, 0.0f};
+  for (int i = 0; i < 9; ++i) CHECK_NEAR(c[i], want[i], 0.0);
+  // Packed with the scalar level's 1x1 tile gives the same numbers.
+  const GemmKernels& g = ds::ds_f32_gemm_kernels__scalar;
+  std::vector<float> ap(size_t(ds::gemm_packed_a_size(g, 3, 2))), bp(size_t(ds::gemm_packed_b_size(g, 2, 3)));
+  ds::gemm_pack_a(g, 3, 2, a, 2, 1, ap.data());
+  ds::gemm_pack_b(g, 2, 3, b, 3, 1, bp.data());
+  p.a = {ap.data(), 0, 0, true};
+  p.b = {bp.data(), 0, 0, true};
+  float c2[9];
+  p.c = c2;
+  ds::ds_f32_gemm__scalar(p, nullptr);
+  for (int i = 0; i < 9; ++i) CHECK_NEAR(c2[i], want[i], 0.0);
+}
+
+TEST(pack_layout_zero_pads_the_last_panel) {
+  // 5 rows, tile 4, depth 2: panel 0 rows 0-3, panel 1 row 4 then three zero rows.
+  const float src[] = {0, 1, 10, 11, 20, 21, 30, 31, 40, 41};  // row-major 5 x 2
+  std::vector<float> dst(size_t(ds::ds_f32_gemm_packed_size(4, 5, 2)), NAN);
+  REQUIRE(dst.size() == 16);
+  ds::ds_f32_gemm_pack(4, 5, 2, src, 2, 1, dst.data());
+  const float want[] = {0, 10, 20, 30, 1, 11, 21, 31, 40, 0, 0, 0, 41, 0, 0, 0};
+  for (int i = 0; i < 16; ++i) CHECK_NEAR(dst[size_t(i)], want[i], 0.0);
+}
+
+TEST(gemm_avx2_edges) { edges_at(Isa::kAvx2); }
+TEST(gemm_avx2_epilogues) { epilogues_at(Isa::kAvx2); }
+TEST(gemm_avx2_random_sizes) { random_sizes_at(Isa::kAvx2); }
+TEST(gemm_avx2_cache_blocks) { blocks_at(Isa::kAvx2); }
+TEST(gemm_avx512_edges) { edges_at(Isa::kAvx512); }
+TEST(gemm_avx512_epilogues) { epilogues_at(Isa::kAvx512); }
+TEST(gemm_avx512_random_sizes) { random_sizes_at(Isa::kAvx512); }
+TEST(gemm_avx512_cache_blocks) { blocks_at(Isa::kAvx512); }
+
+TEST(gemm_threads_give_bitwise_identical_results) {
+  tiny::Rng rng(3);
+  ds::ThreadPool pool1(1), pool2(2), pool3(3);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    if (!ds::isa_available(isa)) continue;
+    const GemmKernels& g = *ds::kernels_for(isa).gemm;
+    // Split along N (wide), along M (N = 1), and with few tiles each way.
+    const Case cases[] = {{64, 1000, 300}, {1000, 1, 333}, {37, 70, 129}, {200, 33, 64}};
+    for (Case c : cases) {
+      c.act = 6, c.bias_kind = 1, c.residual = true, c.pack_a = true;
+      Problem pr(c, rng);
+      std::vector<float> out[3];
+      ds::ThreadPool* pools[3] = {&pool1, &pool2, &pool3};
+      for (int t = 0; t < 3; ++t) {
+        out[t].assign(size_t(c.m * c.n), 0.0f);
+        std::vector<float> ws(size_t(ds::gemm_workspace_floats(g, pools[t]->size())) + 16);
+        float* wsa = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t(63));
+        ds::gemm(g, pr.params(g, out[t].data(), true), wsa, *pools[t]);
+      }
+      CHECK_MSG(out[0] == out[1] && out[0] == out[2], std::string(ds::isa_name(isa)) + " " + describe(c));
+    }
+  }
+}
