@@ -11,13 +11,14 @@ DATA_DIR := /usr/share/datasets/fashion-mnist
 NATIVE_SRC := $(shell find native -type f \( -name '*.cc' -o -name '*.h' -o -name '*.c' -o -name 'CMakeLists.txt' \) 2>/dev/null)
 JOBS ?= 2
 
-.PHONY: all demo test build data native-test py-test bench clean help
+.PHONY: all demo test build data native-test py-test bench bench-peers clean help
 
 help:
 	@echo "make demo   train, compress and run LeNet-300-100 and LeNet-5 on Fashion-MNIST; writes results/demo.json"
 	@echo "make test   the whole test suite (native tests, then pytest)"
 	@echo "make build  create .venv, install pinned packages, build the native runtime"
 	@echo "make bench  native kernel benchmarks"
+	@echo "make bench-peers  install OpenVINO, ncnn and pnnx for 'deepslim bench'"
 
 $(STAMP_DEPS): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,6 +59,10 @@ bench: $(STAMP_DEPS)
 	  -DCMAKE_BUILD_TYPE=Release -DDEEPSLIM_BUILD_BENCH=ON >/dev/null
 	$(VENV)/bin/cmake --build build/native-bench -j $(JOBS)
 	@for b in build/native-bench/bench_*; do echo "== $$b"; $$b; done
+
+# Peers for `deepslim bench` (ONNX Runtime comes with requirements.txt).
+bench-peers: $(STAMP_DEPS)
+	$(PIP) install --disable-pip-version-check -q -r requirements-bench.txt
 
 clean:
 	rm -rf build $(STAMP_BUILD)

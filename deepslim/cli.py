@@ -92,6 +92,34 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return export_command(args)
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import json
+
+    from deepslim.bench.run import as_json, bench, format_results
+
+    batches = _int_list(args.batch, "--batch")
+    vs = [] if args.vs.strip() in ("", "none") else [v.strip() for v in args.vs.split(",") if v.strip()]
+    results = bench(args.model, threads=args.threads, batches=batches, vs=vs, seconds=args.seconds)
+    print(format_results(results, args.model))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(as_json(results), indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    if text == "sweep":
+        return [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{what} {text!r}: expected whole numbers separated by commas, or 'sweep'") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{what} {text!r}: values must be >= 1")
+    return values
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from deepslim.demo import run_demo
 
@@ -144,6 +172,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--checkpoint", metavar="CKPT", help="trained checkpoint (default: random weights, seed 0)")
     s.add_argument("-o", "--output", required=True, metavar="OUT.dsm")
     s.set_defaults(func=_cmd_export)
+
+    from deepslim.convert import build_convert_parser
+
+    build_convert_parser(sub)
+
+    s = sub.add_parser("bench", help="time our runtime beside PyTorch, ONNX Runtime, OpenVINO and ncnn",
+                       description="Run our runtime and the peers on the same model, input and thread count. "
+                       "Engines are interleaved round by round, warmed up, and each peer's output is checked "
+                       "against ours before it is timed. Prints median and p10/p90 ms and each peer's ratio "
+                       "to ours (> 1: we are faster). Peers that are not installed are skipped with a note.")
+    s.add_argument("model", help="a zoo model name (random weights, seed 0), an .onnx file or a .dsm file")
+    s.add_argument("--threads", type=int, default=1, help="threads for every engine (default: 1)")
+    s.add_argument("--batch", default="1", help="batch sizes, e.g. 1,4,16, or 'sweep' for 1,2,4,...,256 (default: 1)")
+    s.add_argument("--vs", default="onnxruntime,openvino,ncnn,pytorch",
+                   help="peers to compare with, comma-separated, or 'none' (default: all four)")
+    s.add_argument("--seconds", type=float, default=3.0, help="timing budget per batch size (default: 3)")
+    s.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    s.set_defaults(func=_cmd_bench)
 
     s = sub.add_parser("run", help="run a .dsm model on an input .npy", description="Run a .dsm model in the "
                        "native runtime. Prints the top-5 classes per example unless --output is given.")
