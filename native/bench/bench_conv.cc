@@ -39,7 +39,7 @@ void bench_conv(const char* label, int64_t c, int64_t hw, int64_t o, int64_t k, 
   ds::Conv2dParams p{};
   p.n = 1, p.c = c, p.h = hw, p.w = hw, p.o = o, p.kh = k, p.kw = k;
   p.stride_h = p.stride_w = stride, p.pad_top = p.pad_left = k / 2, p.dil_h = p.dil_w = 1, p.group = group;
-  p.oh = (hw + 2 * (k / 2) - k) / stride + 1, p.ow = p.oh, p.relu = true;
+  p.oh = (hw + 2 * (k / 2) - k) / stride + 1, p.ow = p.oh, p.act.kind = ds::kActRelu;
   const std::vector<float> x = random_vec(size_t(c * hw * hw), 1), w = random_vec(size_t(o * c / group * k * k), 2),
                            b = random_vec(size_t(o), 3);
   std::vector<float> y(size_t(o * p.oh * p.ow));
