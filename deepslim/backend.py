@@ -2,9 +2,11 @@
 node test cases (and any tool that speaks that interface) can run models through deepslim:
 ONNX -> IR (deepslim.frontends.onnx) -> graph passes -> .dsm bytes -> native Session.
 
-The runtime computes in float32 with constant shapes. Non-float inputs of a model (shapes, axes,
-pads, sizes given as graph inputs, as the node tests do) are bound as constants when the first
-`run` supplies them; the model is converted then, and again only if those values change.
+The runtime computes in float32 with constant shapes and constant weights. Non-float inputs of a
+model (shapes, axes, pads, sizes given as graph inputs, as the node tests do) are bound as constants
+when the first `run` supplies them; the model is converted then, and again only if those values
+change. When the converter needs a float input to be constant too (a Conv weight, a Clip bound, Resize
+scales passed as graph inputs), every input but the first is bound as a constant.
 """
 
 from __future__ import annotations
@@ -15,9 +17,16 @@ import numpy as np
 import onnx
 from onnx.backend.base import Backend, BackendRep
 
+import re
+
 from deepslim.format import encode_dsm
+from deepslim.frontends.errors import UnsupportedModelError
 from deepslim.frontends.onnx import from_onnx
 from deepslim.ir.passes import optimize
+
+
+# The converter's wording when an input it needs constant (a weight, a bound) is a graph input.
+_NEEDS_CONSTANT = re.compile(r"computed at run time|is an activation; only a constant")
 
 
 class DeepslimRep(BackendRep):
@@ -56,7 +65,13 @@ class DeepslimRep(BackendRep):
             named = {i.name: np.asarray(x) for i, x in zip(self.inputs, inputs)}
         constants = {k: np.asarray(v) for k, v in named.items() if np.asarray(v).dtype != np.float32}
         if self._session is None or not _same(constants, self._bound):
-            self._prepare(constants)
+            try:
+                self._prepare(constants)
+            except UnsupportedModelError as e:
+                if not _NEEDS_CONSTANT.search(str(e)):
+                    raise
+                first = self.inputs[0].name
+                self._prepare({k: np.asarray(v) for k, v in named.items() if k != first})
         feeds = [np.asarray(named[name], dtype=np.float32) for name in self._float_inputs]
         out = self._session.run(*feeds)
         if isinstance(out, dict):

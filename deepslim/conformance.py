@@ -7,6 +7,7 @@ suite runs every in-scope case; `python -m deepslim.conformance` prints the pass
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from collections import Counter, defaultdict
@@ -22,8 +23,26 @@ SUPPORTED_OPS = (
     "Identity Slice Split"
 ).split()
 
-# Cases outside the contract of the runtime, by name, with the reason.
-OUT_OF_SCOPE: dict[str, str] = {}
+# Cases outside the op contract (docs/format.md) that the front end refuses with a clear error:
+# (name pattern, reason). A test checks that each of them is refused, never answered wrongly.
+REFUSED: list[tuple[str, str]] = [
+    (r"(pool|conv).*_(1d|3d)", "1-D and 3-D convolution and pooling: the runtime's spatial ops are 2-D (NCHW)"),
+    (r"cubic", "cubic resize: the op set has nearest and linear"),
+    (r"tf_crop_and_resize", "tf_crop_and_resize: not in the op set"),
+    (r"half_pixel_symmetric", "half_pixel_symmetric coordinates (opset 19): not in the op set"),
+    (r"not_larger|not_smaller", "keep_aspect_ratio_policy (opset 18): only stretch"),
+    (r"antialias", "antialiased resize (opset 18): not in the op set"),
+    (r"resize_downsample_scales_(linear|nearest)", "scales that give a fractional size: ONNX maps with "
+     "the unrounded size, the IR with whole sizes"),
+    (r"averagepool_2d_dilations", "dilated average pooling (opset 19): not in the op set"),
+    (r"training_mode", "BatchNormalization in training mode: inference only"),
+    (r"convtranspose_output_shape", "an output_shape that needs negative padding"),
+    (r"gemm_all_attributes|gemm_transposeA", "Gemm with transA=1: the activation must not be transposed"),
+    (r"gemm_default_matrix_bias", "Gemm with a 2-D bias: the dense op takes a per-output bias"),
+    (r"matmul_(4d|3d|bcast|1d)", "MatMul with a weight of rank other than 2: dense takes a 2-D weight"),
+    (r"reshape_allowzero_reordered|slice_start_out_of_bounds|split_zero_size", "empty tensors"),
+    (r"slice_neg_steps", "Slice with steps other than 1"),
+]
 
 
 @dataclass
@@ -35,6 +54,7 @@ class Case:
     rtol: float
     atol: float
     out_of_scope: str | None  # the reason, or None when the case must pass
+    refused: bool = False  # out of the op contract: the front end must refuse it with an error
 
 
 def _scope_rule(case) -> str | None:
@@ -81,8 +101,9 @@ def cases() -> list[Case]:
         main = c.model.graph.node[-1].op_type
         if main not in SUPPORTED_OPS or not ops & set(SUPPORTED_OPS):
             continue
-        reason = OUT_OF_SCOPE.get(c.name) or _scope_rule(c)
-        out.append(Case(c.name, main, c.model, c.data_sets, c.rtol, c.atol, reason))
+        refused = next((why for pattern, why in REFUSED if re.search(pattern, c.name)), None)
+        reason = _scope_rule(c) or refused
+        out.append(Case(c.name, main, c.model, c.data_sets, c.rtol, c.atol, reason, refused is not None))
     return sorted(out, key=lambda c: c.name)
 
 

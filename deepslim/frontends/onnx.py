@@ -322,9 +322,13 @@ class _Converter(OpMappings):
             ir = self.acts.get(o.name)
             if ir is None:
                 raise UnsupportedModelError(f"graph output {o.name!r} is never produced")
+            if ir != o.name and ir in self.graph.inputs:
+                # a graph that returns its input (Identity, Dropout) still needs a node that copies it
+                shape = self.graph.values[ir].shape
+                self.graph.add_value(Value(o.name, shape))
+                self.graph.add_node("reshape", f"copy_{o.name}", [ir], [o.name], shape=[0] * len(shape))
+                self.acts[o.name] = ir = o.name
             if ir != o.name:
-                if ir in self.graph.inputs:
-                    raise UnsupportedModelError(f"graph output {o.name!r} is the graph input {ir!r} unchanged")
                 if ir in self.graph.outputs:
                     raise UnsupportedModelError(f"graph outputs {ir!r} and {o.name!r} are the same tensor")
                 _rename_value(self.graph, ir, o.name)

@@ -586,7 +586,8 @@ class OpMappings:
             for i in (2, 3):
                 s = scales[i]
                 out = int(math.floor(xs[i] * s))
-                if ctm != "align_corners" and out != xs[i] * s:
+                if out != xs[i] * s:
+                    # every coordinate mode, align_corners included, then maps with the unrounded size
                     raise self._fail(
                         f"scale {s} on an input of size {xs[i]} gives {xs[i] * s}, not a whole size; ONNX then "
                         "maps coordinates with the scale, the IR with the size ratio"

@@ -161,7 +161,7 @@ class Session:
         lib = self._lib
         keep = []  # the runtime reads the input buffers during run: keep them alive until then
         for i, (name, x) in enumerate(zip(self.input_names, arrays)):
-            x = np.ascontiguousarray(x, dtype=np.float32)
+            x = np.asarray(x, dtype=np.float32, order="C")  # keeps 0-d arrays 0-d
             dims = (ctypes.c_int64 * x.ndim)(*x.shape)
             keep.append((x, dims))
             _check(
