@@ -4,7 +4,7 @@
 // outside the timing; B is packed per call inside the GEMM, as a conv op would run it.
 // Columns: median ms and GFLOP/s of the median round; GFLOP/s of the best round and its %peak
 // (best against the measured peak x threads).
-// Usage: bench_gemm [max_threads (default: hardware threads)] [repeats (default 5)]
+// Usage: bench_gemm [max_threads (default: hardware threads)] [repeats (default 5)] [label filter]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -125,6 +125,7 @@ struct Shape {
 int main(int argc, char** argv) {
   const int max_threads = argc > 1 ? std::atoi(argv[1]) : int(std::max(1u, std::thread::hardware_concurrency()));
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
+  const char* only = argc > 3 ? argv[3] : nullptr;  // run shapes whose label contains this
   std::string model;
   const double mhz = cpuinfo_mhz(&model);
   const ds::CpuFeatures& f = ds::cpu_features();
@@ -154,6 +155,7 @@ int main(int argc, char** argv) {
   };
   std::printf("\n%-54s %-7s %3s %9s %9s %9s %7s\n", "shape", "isa", "thr", "median ms", "GFLOP/s", "best", "%peak");
   for (const Shape& s : shapes) {
+    if (only && !std::strstr(s.label, only)) continue;
     const std::vector<float> a = random_vec(size_t(s.m * s.k), 1), b = random_vec(size_t(s.k * s.n), 2);
     const std::vector<float> bias = random_vec(size_t(s.m), 3);
     std::vector<float> c(size_t(s.m * s.n));
