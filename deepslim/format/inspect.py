@@ -106,11 +106,18 @@ def format_size_table(rows: list[SizeRow], file_size: int) -> str:
 
 def format_inspect(path: str | os.PathLike) -> str:
     """The text `deepslim inspect PATH` prints: the graph, then the per-tensor size table."""
+    from deepslim.ir.memory import plan_memory
+
     graph, info = load_dsm(path)
+    plan = plan_memory(graph, batch=1)
     return "\n".join([
         f"{os.fspath(path)}: .dsm version {info.version}, {info.file_size} bytes, "
         f"{len(graph.values)} values, {len(graph.nodes)} nodes, {len(info.tensors)} tensors",
         format_graph(graph),
+        "",
+        f"activation memory at batch 1 (float32): planned arena {plan.arena_bytes:,} bytes "
+        f"(live peak {plan.peak_bytes:,}) vs {plan.total_bytes:,} bytes for all activations "
+        f"({plan.total_bytes / max(plan.arena_bytes, 1):.1f}x less by reusing buffers)",
         "",
         format_size_table(size_breakdown(info, graph), info.file_size),
     ])
