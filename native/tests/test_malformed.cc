@@ -359,3 +359,108 @@ TEST(random_stream_flips_behind_valid_checksums) {
   std::printf("  %d of %d files with damaged streams refused\n", refused, rounds);
   CHECK(refused > 0);
 }
+
+// A graph with every op of ids 8-24, for damage to their attributes and wiring.
+static dsw::File new_ops_file() {
+  auto str = [](const std::string& k, const std::string& v) {
+    dsw::Attr a;
+    a.key = k, a.type = 5, a.s = v;
+    return a;
+  };
+  auto flt = [](const std::string& k, float v) {
+    dsw::Attr a;
+    a.key = k, a.type = 2, a.f = v;
+    return a;
+  };
+  using dsw::attr_int;
+  using dsw::attr_ints;
+  dsw::File f;
+  const uint32_t x = f.add_value("x", {-1, 4, 4, 4});
+  f.inputs = {x};
+  std::vector<uint32_t> v;
+  for (int i = 0; i < 16; ++i) v.push_back(f.add_value("v" + std::to_string(i), {1}));
+  const uint32_t wt = f.add_constant(dsw::dense_tensor("wt", {4, 2, 2, 2}, std::vector<float>(32, 0.1f)));
+  const uint32_t p = f.add_constant(dsw::dense_tensor("p", {4}, {1, 2, 3, 4}));
+  const uint32_t k = f.add_constant(dsw::dense_tensor("k", {1}, {2}));
+  f.outputs = {v[15], v[4]};
+  f.add_node(8, "bn", {x, p, p, p, p}, v[0], {flt("epsilon", 1e-3f)});
+  f.add_node(16, "lrn", {v[0]}, v[1], {attr_int("size", 3), flt("alpha", 1e-3f)});
+  f.add_node(15, "up", {v[1], wt, 0xFFFFFFFFu}, v[2],
+             {attr_ints("strides", {2, 2}), attr_ints("output_padding", {1, 0}), attr_int("activation", 6)});
+  f.add_node(21, "rs", {v[2]}, v[3], {attr_ints("sizes", {5, 7}), str("mode", "linear"),
+                                       str("coordinate_transformation_mode", "align_corners")});
+  f.add_node(20, "pad", {v[3]}, v[4], {attr_ints("pads", {0, 0, 1, 1, 0, 0, 1, 1}), str("mode", "reflect")});
+  f.add_node(17, "cs", {v[4]}, v[5], {attr_int("group", 2)});
+  f.add_node(24, "sl", {v[5]}, v[6], {attr_ints("axes", {2}), attr_ints("starts", {1}), attr_ints("ends", {-1})});
+  f.add_node(19, "tr", {v[6]}, v[7], {attr_ints("perm", {0, 2, 3, 1})});
+  f.add_node(18, "rh", {v[7]}, v[8], {attr_ints("shape", {0, -1})});
+  f.add_node(14, "cat", {v[8], v[8], v[8]}, v[9], {attr_int("axis", 1)});
+  f.add_node(13, "div", {v[9], k}, v[10]);
+  f.add_node(12, "mul", {v[10], k}, v[11]);
+  f.add_node(11, "sub", {v[11], k}, v[12]);
+  f.add_node(10, "add", {v[12], v[10]}, v[13], {attr_int("activation", 3), flt("act_alpha", 0.1f)});
+  f.add_node(9, "act", {v[13]}, v[14], {attr_int("kind", 5), flt("alpha", 0.2f), flt("beta", 0.5f)});
+  f.add_node(23, "gmp", {v[4]}, v[15]);
+  return f;
+}
+
+// Loads, and runs at batch 1 when every activation stays small; must not crash.
+static bool load_and_run_if_small(const dsw::Bytes& b) {
+  ds_model* m = nullptr;
+  if (ds_model_load_memory(b.data(), b.size(), &m) != DS_OK) {
+    if (std::strlen(ds_last_error()) == 0) harness::record_failure(__FILE__, __LINE__, "empty error message");
+    return false;
+  }
+  const std::unique_ptr<ds::Model> model = ds::load_model(b.data(), b.size());  // the same, for its shapes
+  std::vector<ds::Shape> in;
+  for (const ds::Shape& d : model->input_dims) {
+    ds::Shape s = d;
+    for (int64_t& v : s) v = v == -1 ? 1 : v;
+    in.push_back(s);
+  }
+  int64_t total = 0;
+  for (const ds::Shape& s : ds::infer_shapes(*model, in)) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    total += n;
+  }
+  if (total <= (1 << 20) && in.size() == 1) {
+    ds_session* s = nullptr;
+    if (ds_session_create(m, nullptr, &s) == DS_OK) {
+      int64_t n = 1;
+      for (int64_t d : in[0]) n *= d;
+      std::vector<float> x(size_t(n), 0.5f);
+      if (ds_session_set_input(s, 0, x.data(), in[0].data(), in[0].size()) == DS_OK) ds_session_run(s);
+    }
+    ds_session_free(s);
+  }
+  ds_model_free(m);
+  return true;
+}
+
+TEST(new_ops_graph_loads_and_runs) {
+  const dsw::Bytes b = dsw::serialize(new_ops_file());
+  const Outcome o = load(b);
+  REQUIRE_MSG(o.status == DS_OK, o.error);
+  CHECK(load_and_run_if_small(b));
+}
+
+// Flips in the graph section of the new-op graph with its CRC fixed: attribute values, keys, types
+// and wiring of ops 8-24 are damaged. Nothing may crash.
+TEST(random_flips_in_new_op_attributes) {
+  dsw::Layout lay;
+  const dsw::Bytes b = dsw::serialize(new_ops_file(), &lay);
+  tiny::Rng rng(4242);
+  int refused = 0;
+  const int rounds = 3000;
+  for (int i = 0; i < rounds; ++i) {
+    dsw::Bytes c = b;
+    const int flips = 1 + int(rng.below(2));
+    for (int k = 0; k < flips; ++k)
+      c[lay.graph_offset + rng.below(uint32_t(lay.graph_length))] ^= uint8_t(1u << rng.below(8));
+    dsw::fix_crcs(c, lay);
+    refused += load_and_run_if_small(c) ? 0 : 1;
+  }
+  std::printf("  %d of %d damaged new-op graphs refused\n", refused, rounds);
+  CHECK(refused > rounds / 4);
+}
