@@ -37,7 +37,18 @@ OPS: dict[str, int] = {
     "global_avgpool": 22,
     "global_maxpool": 23,
     "slice": 24,
+    "quantize": 25,
+    "dequantize": 26,
+    "qconv2d": 27,
+    "qdense": 28,
+    "qadd": 29,
+    "qconcat": 30,
+    "qlut": 31,
+    "qglobal_avgpool": 32,
 }
+
+# Element types of values and tensors (docs/format.md, "dtypes").
+DTYPES: dict[str, int] = {"f32": 1, "i8": 2, "u8": 3, "i32": 4}
 
 # Codes of the fused activation epilogue (`activation` attribute) and of the `activation` op's `kind`.
 ACTIVATIONS: dict[str, int] = {

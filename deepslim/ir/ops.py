@@ -106,6 +106,34 @@ OP_SPECS: dict[str, OpSpec] = {
     ),
 }
 
+_QZP = {"x_zero_point": AttrSpec("int", REQUIRED), "y_zero_point": AttrSpec("int", REQUIRED),
+        "act_min": AttrSpec("int", 0), "act_max": AttrSpec("int", 255)}
+OP_SPECS.update({
+    "quantize": OpSpec("quantize", ("x",), (), {"scale": AttrSpec("float", REQUIRED), "zero_point": AttrSpec("int", REQUIRED)}),
+    "dequantize": OpSpec("dequantize", ("x",), (), {"scale": AttrSpec("float", REQUIRED), "zero_point": AttrSpec("int", REQUIRED)}),
+    "qconv2d": OpSpec("qconv2d", ("x", "weight", "bias", "multiplier", "shift"), (), {**_CONV, **_QZP}),
+    "qdense": OpSpec("qdense", ("x", "weight", "bias", "multiplier", "shift"), (), dict(_QZP)),
+    "qadd": OpSpec(
+        "qadd", ("a", "b"), (),
+        {"a_zero_point": AttrSpec("int", REQUIRED), "b_zero_point": AttrSpec("int", REQUIRED),
+         "y_zero_point": AttrSpec("int", REQUIRED), "a_multiplier": AttrSpec("int", REQUIRED),
+         "b_multiplier": AttrSpec("int", REQUIRED), "shift": AttrSpec("int", REQUIRED),
+         "act_min": AttrSpec("int", 0), "act_max": AttrSpec("int", 255)},
+    ),
+    "qconcat": OpSpec(
+        "qconcat", ("x0",), tuple(f"x{i}" for i in range(1, MAX_CONCAT_INPUTS)),
+        {"axis": AttrSpec("int", REQUIRED), "zero_points": AttrSpec("ints", REQUIRED),
+         "multipliers": AttrSpec("ints", REQUIRED), "shifts": AttrSpec("ints", REQUIRED),
+         "y_zero_point": AttrSpec("int", REQUIRED)},
+    ),
+    "qlut": OpSpec("qlut", ("x", "table")),
+    "qglobal_avgpool": OpSpec(
+        "qglobal_avgpool", ("x",), (),
+        {"x_zero_point": AttrSpec("int", REQUIRED), "y_zero_point": AttrSpec("int", REQUIRED),
+         "multiplier": AttrSpec("int", REQUIRED), "shift": AttrSpec("int", REQUIRED)},
+    ),
+})
+
 OPS_BY_ID: dict[int, str] = {op_id: name for name, op_id in OPS.items()}
 
 
