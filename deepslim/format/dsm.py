@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from deepslim.format.codecs import crc32
 from deepslim.format.errors import DsmChecksumError, DsmFormatError, DsmVersionError
-from deepslim.format.graph_section import decode_graph_section, encode_graph_section
+from deepslim.format.graph_section import ACTIVATION_DTYPES, DTYPES, decode_graph_section, encode_graph_section
 from deepslim.format.tensors import (
     ALIGN, TensorInfo, decode_tensor, encode_tensor, read_tensor_table, write_tensor_table,
 )
@@ -128,10 +128,12 @@ def _check_graph(graph: Graph) -> None:
     for v in graph.values.values():
         if not v.name:
             raise DsmFormatError("graph: a value has an empty name")
-        if v.dtype != "f32":
-            raise DsmFormatError(f"value {v.name!r}: dtype {v.dtype!r} cannot be stored")
+        if v.dtype not in DTYPES:
+            raise DsmFormatError(f"value {v.name!r}: dtype {v.dtype!r} cannot be stored (known: {', '.join(DTYPES)})")
         if v.is_constant:
             continue
+        if v.dtype not in ACTIVATION_DTYPES:
+            raise DsmFormatError(f"value {v.name!r}: an activation is f32 or u8, not {v.dtype}")
         if any(d < 1 for d in v.shape[1:]) or (v.shape and v.shape[0] < 1 and v.shape[0] != -1):
             raise DsmFormatError(f"value {v.name!r}: shape {v.shape} needs dims >= 1 (dims[0] may be -1)")
     for node in graph.nodes:

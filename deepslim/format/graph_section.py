@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from deepslim.format.binio import ByteReader, ByteWriter
 from deepslim.format.errors import DsmFormatError
+from deepslim.ir.graph import DTYPES as IR_DTYPES
 from deepslim.ir.graph import OPS, Graph, Node, Value
 from deepslim.ir.ops import OP_SPECS, OPS_BY_ID, check_attr, check_node
 
@@ -12,8 +13,9 @@ MAX_NODES = 1_000_000
 MAX_RANK = 8
 MAX_ATTR_ITEMS = 65536
 ABSENT = 0xFFFFFFFF
-DTYPES = {"f32": 1}
-DTYPE_NAMES = {1: "f32"}
+DTYPES = dict(IR_DTYPES)  # docs/format.md, "dtypes"
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+ACTIVATION_DTYPES = ("f32", "u8")
 ATTR_TYPES = {"int": 1, "float": 2, "ints": 3, "floats": 4, "string": 5}
 ATTR_KINDS = {v: k for k, v in ATTR_TYPES.items()}
 
@@ -100,6 +102,8 @@ def decode_graph_section(data: bytes, tensor_count: int) -> tuple[Graph, dict[st
                 raise r.fail(f"{field} dims", f"{dims}: a constant's dims must all be >= 1")
             used_records[index] = name
             tensor_of[name] = index
+        elif DTYPE_NAMES[dtype] not in ACTIVATION_DTYPES:
+            raise r.fail(f"{field} dtype", f"{DTYPE_NAMES[dtype]} is not an activation dtype (f32 or u8)")
         graph.add_value(Value(name, dims, DTYPE_NAMES[dtype]))
         names.append(name)
 

@@ -3,6 +3,11 @@
 Index streams (relative indices, cluster indices) are bit-packed; when `Encoding.huffman` is set,
 each index stream is instead Huffman coded if that is strictly smaller than bit-packing it, so a
 stream is never stored larger than its bit-packed form.
+
+Integer tensors (dtypes i8, u8, i32) hold raw values (no codebook). The values of an i8 or u8 tensor
+are stored in the smallest of: raw bytes; bit-packed at the narrowest width that holds every value
+(two's complement for i8, so int4 weights take 4 bits); Huffman coded bytes when `Encoding.huffman`
+is set. i32 values are raw.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ MAX_TENSORS = 1_000_000
 MAX_ELEMENTS = 2**31
 MAX_STREAMS = 4
 ALIGN = 64
+# numpy element type of each dtype, as stored (little-endian)
+NUMPY_DTYPES = {"f32": np.dtype("<f4"), "i8": np.dtype("i1"), "u8": np.dtype("u1"), "i32": np.dtype("<i4")}
+BYTE_DTYPES = ("i8", "u8")
 
 
 def _names(table: dict[str, int]) -> dict[int, str]:
@@ -75,9 +83,12 @@ class TensorInfo:
     def describe(self) -> str:
         """e.g. 'sparse_rel(4b) + codebook(5b) [indices huffman, values huffman]'."""
         text = self.layout + (f"({self.index_bits}b)" if self.layout == "sparse_rel" else "")
+        if self.dtype != "f32":
+            text = f"{self.dtype} " + text
         if self.values == "codebook":
             text += f" + codebook({self.cluster_bits}b)"
-        coded = [f"{s.role} {s.codec}" for s in self.streams if s.codec != "raw"]
+        coded = [f"{s.role} {s.codec}" + (f" {s.bits}b" if self.dtype in BYTE_DTYPES and s.role == "values" else "")
+                 for s in self.streams if s.codec != "raw"]
         return text + (f" [{', '.join(coded)}]" if coded else "")
 
 
@@ -100,7 +111,9 @@ def encode_tensor(value: Value) -> EncodedTensor:
         raise DsmFormatError(f"{what}: data shape {tuple(data.shape)} differs from the value's shape {value.shape}")
     if len(data.shape) > MAX_RANK or any(d < 1 for d in data.shape) or data.size > MAX_ELEMENTS:
         raise DsmFormatError(f"{what}: shape {tuple(data.shape)} needs rank <= {MAX_RANK}, dims >= 1, <= 2^31 elements")
-    flat = np.ascontiguousarray(data, dtype=np.float32).ravel()
+    flat = _stored_elements(data, value.dtype, what)
+    if value.dtype != "f32" and enc.codebook is not None:
+        raise DsmFormatError(f"{what}: a codebook holds f32 centroids; dtype {value.dtype} tensors store raw values")
     fillers = 0
     streams: list[tuple[StreamInfo, bytes]] = []
     if enc.layout == "dense":
@@ -110,7 +123,7 @@ def encode_tensor(value: Value) -> EncodedTensor:
         indices, values, fillers = sparse_rel_encode(flat, index_bits)
         streams.append(_index_stream("indices", indices, index_bits, enc.huffman))
     if enc.codebook is None:
-        streams.append((StreamInfo("values", "raw", 0, len(values)), values.astype("<f4").tobytes()))
+        streams.append(_values_stream(values, value.dtype, enc.huffman))
         cluster_bits = 0
     else:
         cluster_bits = enc.cluster_bits
@@ -127,12 +140,59 @@ def encode_tensor(value: Value) -> EncodedTensor:
         streams.append((StreamInfo("codebook", "raw", 0, len(book)), book.astype("<f4").tobytes()))
     info = TensorInfo(
         value.name, tuple(int(d) for d in data.shape), enc.layout,
-        "raw" if enc.codebook is None else "codebook", index_bits, cluster_bits, len(values),
+        "raw" if enc.codebook is None else "codebook", index_bits, cluster_bits, len(values), dtype=value.dtype,
     )
     for s, payload in streams:
         s.length, s.crc32 = len(payload), crc32(payload)
         info.streams.append(s)
     return EncodedTensor(info, [p for _, p in streams], int(np.count_nonzero(flat)), fillers)
+
+
+def _stored_elements(data: np.ndarray, dtype: str, what: str) -> np.ndarray:
+    """The tensor's elements flattened in C order, in the numpy type of `dtype`; an integer dtype
+    needs integer data that fits its range."""
+    if dtype == "f32":
+        return np.ascontiguousarray(data, dtype=np.float32).ravel()
+    target = NUMPY_DTYPES[dtype]
+    if data.dtype.kind not in "iub":
+        raise DsmFormatError(f"{what}: dtype {dtype} needs integer data, got numpy {data.dtype}")
+    info = np.iinfo(target)
+    if data.size and (int(data.min()) < info.min or int(data.max()) > info.max):
+        raise DsmFormatError(
+            f"{what}: values {int(data.min())}..{int(data.max())} do not fit dtype {dtype} ({info.min}..{info.max})"
+        )
+    return np.ascontiguousarray(data, dtype=target.newbyteorder("=")).ravel()
+
+
+def value_bits(values: np.ndarray, dtype: str) -> int:
+    """Narrowest bitpack width (1..8) holding every i8 (two's complement) or u8 value."""
+    if values.size == 0:
+        return 1
+    lo, hi = int(values.min()), int(values.max())
+    if dtype == "u8":
+        return max(1, hi.bit_length())
+    bits = 1
+    while not -(1 << (bits - 1)) <= lo <= hi <= (1 << (bits - 1)) - 1:
+        bits += 1
+    return bits
+
+
+def _values_stream(values: np.ndarray, dtype: str, huffman: bool) -> tuple[StreamInfo, bytes]:
+    """The values stream of a tensor without codebook: raw, or for i8/u8 whatever is smallest."""
+    n = len(values)
+    raw = (StreamInfo("values", "raw", 0, n), values.astype(NUMPY_DTYPES[dtype]).tobytes())
+    if dtype not in BYTE_DTYPES:
+        return raw
+    best = raw
+    bits = value_bits(values, dtype)
+    symbols = values.astype(np.int64) & ((1 << bits) - 1)
+    if bitpack_size(n, bits) < len(best[1]):
+        best = (StreamInfo("values", "bitpack", bits, n), bitpack_encode(symbols, bits))
+    if huffman:
+        bytes_ = values.astype(np.int64) & 0xFF
+        if huffman_size(bytes_, 8) < len(best[1]):
+            best = (StreamInfo("values", "huffman", 8, n), huffman_encode(bytes_, 8))
+    return best
 
 
 def _index_stream(role: str, symbols: np.ndarray, bits: int, huffman: bool) -> tuple[StreamInfo, bytes]:
@@ -225,6 +285,8 @@ def _check_streams(r: ByteReader, field: str, t: TensorInfo) -> None:
     have = {s.role for s in t.streams}
     if have != need:
         raise r.fail(f"{field} streams", f"are {sorted(have)}, {t.layout}/{t.values} needs {sorted(need)}")
+    if t.values == "codebook" and t.dtype != "f32":
+        raise r.fail(f"{field} values", f"is codebook, which decodes to f32, but the dtype is {t.dtype}")
     for s in t.streams:
         sfield = f"{field} {s.role} stream"
         index_stream = s.role == "indices" or (s.role == "values" and t.values == "codebook")
@@ -234,12 +296,40 @@ def _check_streams(r: ByteReader, field: str, t: TensorInfo) -> None:
             if s.codec == "bitpack" and s.length != bitpack_size(s.count, s.bits):
                 raise r.fail(f"{sfield} length", f"{s.length} is not ceil({s.count} * {s.bits} / 8)")
         elif s.role == "values":
-            ok = s.codec == "raw" and s.bits == 0 and s.count == t.entry_count and s.length == 4 * s.count
+            ok = _values_stream_ok(s, t)
         else:
             ok = s.codec == "raw" and s.bits == 0 and 1 <= s.count <= 1 << t.cluster_bits and s.length == 4 * s.count
         if not ok:
             raise r.fail(sfield, f"(codec {s.codec}, bits {s.bits}, count {s.count}, length {s.length}) "
                                  f"does not fit {t.layout}/{t.values} with {t.entry_count} entries")
+
+
+def _values_stream_ok(s: StreamInfo, t: TensorInfo) -> bool:
+    """A raw-values stream: raw elements of the dtype; i8/u8 also bitpack (1..8 bits) or huffman (8)."""
+    if s.count != t.entry_count:
+        return False
+    if s.codec == "raw":
+        return s.bits == 0 and s.length == NUMPY_DTYPES[t.dtype].itemsize * s.count
+    if t.dtype not in BYTE_DTYPES:
+        return False
+    if s.codec == "bitpack":
+        return 1 <= s.bits <= 8 and s.length == bitpack_size(s.count, s.bits)
+    return s.bits == 8
+
+
+def _decode_values(s: StreamInfo, payload: bytes, dtype: str) -> np.ndarray:
+    """A raw-values stream into an array of the dtype (i8 bitpack symbols are sign-extended)."""
+    np_type = NUMPY_DTYPES[dtype]
+    if s.codec == "raw":
+        return np.frombuffer(payload, dtype=np_type).astype(np_type.newbyteorder("="))
+    if s.codec == "bitpack":
+        symbols = bitpack_decode(payload, s.count, s.bits).astype(np.int64)
+    else:
+        symbols = huffman_decode(payload, s.count, s.bits).astype(np.int64)
+    if dtype == "i8":
+        sign = 1 << (s.bits - 1)
+        symbols = (symbols ^ sign) - sign
+    return symbols.astype(np_type.newbyteorder("="))
 
 
 def decode_tensor(t: TensorInfo, file: bytes) -> tuple[np.ndarray, Encoding]:
@@ -251,7 +341,9 @@ def decode_tensor(t: TensorInfo, file: bytes) -> tuple[np.ndarray, Encoding]:
         if crc32(payload) != s.crc32:
             raise DsmChecksumError(f"{what}: {s.role} stream CRC-32 is {crc32(payload):#010x}, record says {s.crc32:#010x}")
         try:
-            if s.codec == "raw":
+            if s.role == "values" and t.values == "raw":
+                decoded[s.role] = _decode_values(s, payload, t.dtype)
+            elif s.codec == "raw":
                 decoded[s.role] = np.frombuffer(payload, dtype="<f4").astype(np.float32)
             elif s.codec == "bitpack":
                 decoded[s.role] = bitpack_decode(payload, s.count, s.bits)
@@ -267,7 +359,7 @@ def decode_tensor(t: TensorInfo, file: bytes) -> tuple[np.ndarray, Encoding]:
         flat = values
     else:
         try:
-            flat = sparse_rel_decode(decoded["indices"], values, t.element_count, what)
+            flat = sparse_rel_decode(decoded["indices"], values, t.element_count, what, values.dtype)
         except MemoryError:
             raise DsmFormatError(f"{what}: {t.element_count} elements do not fit in memory") from None
     huffman = any(s.codec == "huffman" for s in t.streams)

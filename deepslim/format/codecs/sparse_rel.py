@@ -42,11 +42,12 @@ def sparse_rel_positions(indices: np.ndarray, size: int, what: str = "sparse_rel
     return positions
 
 
-def sparse_rel_decode(indices: np.ndarray, values: np.ndarray, size: int, what: str = "sparse_rel") -> np.ndarray:
-    """(relative indices, values) -> flat float32 array of `size` elements."""
+def sparse_rel_decode(indices: np.ndarray, values: np.ndarray, size: int, what: str = "sparse_rel",
+                      dtype=np.float32) -> np.ndarray:
+    """(relative indices, values) -> flat array of `size` elements of `dtype` (float32 by default)."""
     if len(indices) != len(values):
         raise DsmFormatError(f"{what}: {len(indices)} indices but {len(values)} values")
     positions = sparse_rel_positions(indices, size, what)
-    out = np.zeros(size, dtype=np.float32)
+    out = np.zeros(size, dtype=dtype)
     out[positions] = values
     return out
