@@ -1,28 +1,355 @@
-"""quantize_graph: an fp32 IR graph -> a graph with u8 activations, i8 weights and integer ops."""
+"""quantize_graph: an fp32 IR graph -> a graph with u8 activations, i8 weights and integer ops.
+
+Walks the nodes in order and keeps, for each activation of the float graph, its f32 and/or u8
+version in the new graph, converting (quantize / dequantize) only where a node needs the other one:
+the graph input is quantized once, each output dequantized once, and an fp32 island (a node listed
+in keep_fp32, or an op without a quantized form such as softmax) converts only at its boundary.
+
+    conv2d, dense         -> qconv2d, qdense (ReLU / clip fused as act_min / act_max)
+    add                   -> qadd (both inputs activations; ReLU / clip fused)
+    relu, activation      -> qlut (a 256-entry table); a fused sigmoid, hard swish, tanh,
+                             leaky ReLU or hard sigmoid becomes the q-op followed by a qlut
+    concat                -> concat when every input has the same scale and zero point, else qconcat
+    global_avgpool        -> qglobal_avgpool
+    maxpool2d, global_maxpool, flatten, reshape, transpose, channel_shuffle, slice,
+    pad (reflect, edge, or constant 0), resize (nearest)
+                          -> the same op on u8 (its output keeps the input's scale and zero point)
+    everything else       -> float, between dequantize and quantize
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
 
-from deepslim.ir.graph import Graph
+from deepslim.format.tensors import encode_tensor
+from deepslim.frontends.reference import apply_activation
+from deepslim.ir.graph import ACTIVATIONS, Encoding, Graph, Node, Value
+from deepslim.quant.calibrate import DEFAULT_PERCENTILE, METHODS, calibrate_graph
+from deepslim.quant.fixedpoint import quantize_multiplier, quantize_multipliers
+from deepslim.quant.params import choose_qparams, quantize_bias, quantize_weights
 
-__all__ = ["quantize_graph"]
+__all__ = ["MOVEMENT_OPS", "prepare_graph", "quantize_graph"]
+
+# ops that run on u8 unchanged (docs/format.md); pad and resize only in some modes, see _moves_u8
+MOVEMENT_OPS = ("maxpool2d", "global_maxpool", "flatten", "reshape", "transpose", "channel_shuffle", "slice",
+                "pad", "resize")
+_LUT_CODES = (3, 4, 5, 6, 7)  # activation codes with no fused integer form
 
 
 def quantize_graph(graph: Graph, *, calib: np.ndarray | None = None,
                    ranges: dict[str, tuple[float, float]] | None = None, method: str = "minmax",
-                   keep_fp32: Iterable[str] = (), weight_bits: int = 8) -> Graph:
+                   keep_fp32: Iterable[str] = (), weight_bits: int = 8,
+                   percentile: float = DEFAULT_PERCENTILE) -> Graph:
     """Quantize an fp32 graph (after optimize()).
 
     calib: calibration inputs (N, ...) run through the float reference executor to collect the
-        activation statistics `method` needs ("minmax", "percentile", "kl", "mse"); or
-    ranges: explicit real ranges (lo, hi) per activation value name (e.g. from QAT); values it does
-        not name are calibrated from `calib` if given, otherwise an error.
+        activation statistics `method` needs ("minmax", "percentile", "kl", "mse"); and/or
+    ranges: explicit real ranges (lo, hi) per activation value name (e.g. from QAT); they take
+        precedence, and values they do not name are calibrated from `calib` (an error without it).
+        A sigmoid / hard swish / tanh / leaky ReLU / hard sigmoid fused into a conv, dense or add is
+        split off first; the value between them is named `<output>.preact`.
     keep_fp32: node names to keep in float (an fp32 island converts only at its boundary).
-    weight_bits: 8, or 4 (int4 weights stored as 4-bit i8).
+    weight_bits: 8, or 4 (int4 weights: i8 values in -7..7, stored 4-bit packed).
+    percentile: the percentile of method "percentile".
 
-    Returns a new graph: quantize after the graph input, dequantize before each output.
+    Returns a new graph: quantize after the graph input, dequantize before each output. Weights
+    keep their layout (dense or sparse_rel) unless the other is smaller, and are Huffman coded
+    where that is smaller.
     """
-    raise NotImplementedError("quantize_graph is being written")
+    if method not in METHODS:
+        raise ValueError(f"unknown calibration method {method!r}; known: {', '.join(METHODS)}")
+    if weight_bits not in (4, 8):
+        raise ValueError(f"weight_bits must be 8 or 4, got {weight_bits}")
+    if calib is None and ranges is None:
+        raise ValueError("quantize_graph needs calibration inputs (calib) or activation ranges (ranges)")
+    keep = set(keep_fp32)
+    unknown = keep - {n.name for n in graph.nodes}
+    if unknown:
+        raise ValueError(f"keep_fp32 names nodes that are not in the graph: {', '.join(sorted(unknown))}")
+    float_graph = prepare_graph(graph)
+    table = dict(ranges or {})
+    calibrated: dict[str, tuple[float, float]] | None = None
+    if calib is not None:
+        calibrated = calibrate_graph(float_graph, calib, method, percentile)
+
+    def range_of(name: str) -> tuple[float, float]:
+        if name in table:
+            lo, hi = table[name]
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+                raise ValueError(f"range of {name!r} is ({lo}, {hi}); needs finite lo <= hi")
+            return float(lo), float(hi)
+        if calibrated is None:
+            raise ValueError(f"no range for activation {name!r}: pass it in `ranges` or give `calib`")
+        return calibrated[name]
+
+    return _Quantizer(float_graph, range_of, keep, weight_bits).run()
+
+
+def prepare_graph(graph: Graph) -> Graph:
+    """A copy of `graph` where a fused activation without an integer form (codes 3-7) on conv2d,
+    dense or add is a separate `activation` node reading `<output>.preact`."""
+    g = Graph(dict(graph.values), [], list(graph.inputs), list(graph.outputs))
+    for node in graph.nodes:
+        code = node.attrs.get("activation", 0)
+        if node.op in ("conv2d", "dense", "add") and code in _LUT_CODES:
+            out = node.outputs[0]
+            pre = _unique(g.values, f"{out}.preact")
+            g.add_value(Value(pre, graph.values[out].shape))
+            attrs = {k: v for k, v in node.attrs.items() if k not in ("activation", "act_alpha", "act_beta")}
+            g.nodes.append(Node(node.op, node.name, list(node.inputs), [pre], attrs))
+            g.nodes.append(Node("activation", f"{node.name}.act", [pre], [out],
+                                {"kind": code, "alpha": node.attrs.get("act_alpha", 0.0),
+                                 "beta": node.attrs.get("act_beta", 0.0)}))
+        else:
+            g.nodes.append(Node(node.op, node.name, list(node.inputs), list(node.outputs), dict(node.attrs)))
+    return g
+
+
+def _unique(taken, base: str) -> str:
+    name, i = base, 1
+    while name in taken:
+        i += 1
+        name = f"{base}{i}"
+    return name
+
+
+def _u8_clamp(zp: int, scale: float, real: float) -> int:
+    if real == math.inf:
+        return 255
+    if real == -math.inf:
+        return 0
+    return int(np.clip(zp + round(real / scale), 0, 255))
+
+
+class _Quantizer:
+    def __init__(self, src: Graph, range_of, keep: set[str], weight_bits: int) -> None:
+        self.src, self.range_of, self.keep, self.bits = src, range_of, keep, weight_bits
+        self.out = Graph()
+        self.f32: dict[str, str] = {}  # float-graph value -> its f32 version in out
+        self.u8: dict[str, str] = {}  # float-graph value -> its u8 version in out
+        self.params: dict[str, tuple[float, int]] = {}  # u8 value in out -> (scale, zero point)
+        self.copied: set[str] = set()
+
+    # -- names and values ---------------------------------------------------------------------
+    def _activation(self, name: str, like: str, dtype: str) -> str:
+        self.out.add_value(Value(name, tuple(self.src.values[like].shape), dtype))
+        return name
+
+    def _constant(self, name: str, data: np.ndarray, dtype: str, encoding: Encoding | None = None) -> str:
+        name = _unique(self.out.values.keys() | self.src.values.keys(), name)
+        self.out.add_value(Value(name, tuple(data.shape), dtype, data, encoding or Encoding()))
+        return name
+
+    def _copy_constant(self, name: str) -> str:
+        if name and name not in self.copied:
+            v = self.src.values[name]
+            self.out.add_value(Value(v.name, v.shape, v.dtype, v.data, v.encoding))
+            self.copied.add(name)
+        return name
+
+    # -- conversions ----------------------------------------------------------------------------
+    def as_f32(self, v: str) -> str:
+        if self.src.values[v].is_constant:
+            return self._copy_constant(v)
+        if v not in self.f32:
+            q = self.u8[v]
+            name = v if v in self.src.outputs and v not in self.out.values else _unique(
+                self.out.values.keys() | self.src.values.keys(), f"{v}.f32")
+            self._activation(name, v, "f32")
+            scale, zp = self.params[q]
+            self.out.add_node("dequantize", _unique({n.name for n in self.out.nodes}, f"{v}.dequantize"),
+                              [q], [name], scale=scale, zero_point=zp)
+            self.f32[v] = name
+        return self.f32[v]
+
+    def as_u8(self, v: str) -> str:
+        if v not in self.u8:
+            x = self.f32[v]
+            scale, zp = choose_qparams(*self.range_of(v))
+            name = self._activation(_unique(self.out.values.keys() | self.src.values.keys(), f"{v}.u8"), v, "u8")
+            self.out.add_node("quantize", _unique({n.name for n in self.out.nodes}, f"{v}.quantize"),
+                              [x], [name], scale=scale, zero_point=zp)
+            self.u8[v] = name
+            self.params[name] = (scale, zp)
+        return self.u8[v]
+
+    def _u8_output(self, v: str, params: tuple[float, int]) -> str:
+        """Declare the u8 version of float-graph value v (a graph output's u8 version gets another name)."""
+        name = v
+        if v in self.src.outputs:
+            name = _unique(self.out.values.keys() | self.src.values.keys(), f"{v}.u8")
+        self._activation(name, v, "u8")
+        self.u8[v] = name
+        self.params[name] = params
+        return name
+
+    def _out_params(self, v: str) -> tuple[float, int]:
+        return choose_qparams(*self.range_of(v))
+
+    # -- the walk ---------------------------------------------------------------------------------
+    def run(self) -> Graph:
+        for name in self.src.inputs:
+            self._activation(name, name, "f32")
+            self.f32[name] = name
+        for node in self.src.nodes:
+            self.node(node)
+        for name in self.src.outputs:
+            if name in self.src.inputs:
+                continue
+            self.as_f32(name)
+            if self.f32[name] != name:  # only when a float op already wrote it under another name
+                raise AssertionError(f"output {name!r} lost its name")
+        self.out.inputs, self.out.outputs = list(self.src.inputs), list(self.src.outputs)
+        self.out.validate()
+        return self.out
+
+    def _is_act(self, v: str) -> bool:
+        return bool(v) and not self.src.values[v].is_constant
+
+    def node(self, node: Node) -> None:
+        op = node.op
+        if node.name not in self.keep:
+            acts = [v for v in node.inputs if self._is_act(v)]
+            if op in ("conv2d", "dense") and node.attrs.get("activation", 0) in (0, 1, 2) \
+                    and self._weights_ok(node):
+                return self.qlinear(node)
+            if op == "add" and len(acts) == 2 and node.attrs.get("activation", 0) in (0, 1, 2):
+                return self.qadd(node)
+            if op in ("relu", "activation"):
+                return self.qlut(node)
+            if op == "global_avgpool":
+                return self.qgap(node)
+            if op == "concat" and len(acts) == len(node.inputs):
+                return self.qconcat(node)
+            if op in MOVEMENT_OPS and self._moves_u8(node):
+                return self.move(node)
+        self.float_node(node)
+
+    def _weights_ok(self, node: Node) -> bool:
+        w = node.inputs[1]
+        return self.src.values[w].is_constant and not self._is_act(node.inputs[2] if len(node.inputs) > 2 else "")
+
+    def _moves_u8(self, node: Node) -> bool:
+        x = node.inputs[0]
+        if x not in self.u8 or any(self._is_act(v) for v in node.inputs[1:]):
+            return False
+        if node.op == "resize":
+            return node.attrs.get("mode", "nearest") == "nearest"
+        if node.op == "pad" and node.attrs.get("mode", "constant") == "constant":
+            return float(node.attrs.get("value", 0.0)) == 0.0
+        return True
+
+    def float_node(self, node: Node) -> None:
+        inputs = [self.as_f32(v) if v else "" for v in node.inputs]
+        for o in node.outputs:
+            self._activation(o, o, "f32")
+            self.f32[o] = o
+        self.out.add_node(node.op, node.name, inputs, list(node.outputs), **node.attrs)
+
+    def move(self, node: Node) -> None:
+        x = self.u8[node.inputs[0]]
+        params = self.params[x]
+        attrs = dict(node.attrs)
+        if node.op == "pad" and attrs.get("mode", "constant") == "constant":
+            attrs["value"] = float(params[1])
+        y = self._u8_output(node.outputs[0], params)
+        self.out.add_node(node.op, node.name, [x], [y], **attrs)
+
+    def qlinear(self, node: Node) -> None:
+        a = node.attrs
+        x = self.as_u8(node.inputs[0])
+        sx, zx = self.params[x]
+        wv = self.src.values[node.inputs[1]]
+        bias = self.src.values[node.inputs[2]].data if len(node.inputs) > 2 and node.inputs[2] else None
+        qw, sw = quantize_weights(wv.data, self.bits)
+        sy, zy = self._out_params(node.outputs[0])
+        mult, shift = quantize_multipliers(sx * sw / sy)
+        code = a.get("activation", 0)
+        lo, hi = 0, 255
+        if code == 1:
+            lo = zy
+        elif code == 2:
+            lo, hi = _u8_clamp(zy, sy, a.get("act_alpha", 0.0)), _u8_clamp(zy, sy, a.get("act_beta", 0.0))
+        w = self._constant(wv.name, qw, "i8", _smallest_encoding(wv.name, qw, wv.encoding))
+        b = self._constant(f"{node.name}.bias_q", quantize_bias(bias, sx, sw), "i32")
+        m = self._constant(f"{node.name}.multiplier", mult, "i32")
+        s = self._constant(f"{node.name}.shift", shift, "i32")
+        y = self._u8_output(node.outputs[0], (sy, zy))
+        attrs = {k: v for k, v in a.items() if k in ("strides", "pads", "dilations", "group")}
+        self.out.add_node("qconv2d" if node.op == "conv2d" else "qdense", node.name, [x, w, b, m, s], [y],
+                          **attrs, x_zero_point=zx, y_zero_point=zy, act_min=lo, act_max=hi)
+
+    def qadd(self, node: Node) -> None:
+        a_, b_ = (self.as_u8(v) for v in node.inputs)
+        (sa, za), (sb, zb) = self.params[a_], self.params[b_]
+        sy, zy = self._out_params(node.outputs[0])
+        ra, rb = sa / sy, sb / sy
+        m_big, shift = quantize_multiplier(max(ra, rb))
+        ma, mb = (round(math.ldexp(r, 31 + shift)) for r in (ra, rb))
+        ma, mb = min(ma, 2**31 - 1), min(mb, 2**31 - 1)
+        code, at = node.attrs.get("activation", 0), node.attrs
+        lo, hi = 0, 255
+        if code == 1:
+            lo = zy
+        elif code == 2:
+            lo, hi = _u8_clamp(zy, sy, at.get("act_alpha", 0.0)), _u8_clamp(zy, sy, at.get("act_beta", 0.0))
+        y = self._u8_output(node.outputs[0], (sy, zy))
+        self.out.add_node("qadd", node.name, [a_, b_], [y], a_zero_point=za, b_zero_point=zb, y_zero_point=zy,
+                          a_multiplier=ma, b_multiplier=mb, shift=shift, act_min=lo, act_max=hi)
+
+    def qlut(self, node: Node) -> None:
+        x = self.as_u8(node.inputs[0])
+        si, zi = self.params[x]
+        so, zo = self._out_params(node.outputs[0])
+        if node.op == "relu":
+            kind, alpha, beta = ACTIVATIONS["relu"], 0.0, 0.0
+        else:
+            kind, alpha, beta = node.attrs["kind"], node.attrs.get("alpha", 0.0), node.attrs.get("beta", 0.0)
+        real = np.float64(si) * (np.arange(256) - zi)
+        with np.errstate(over="ignore", invalid="ignore"):
+            f = apply_activation(kind, real, alpha, beta)
+        table = np.clip(np.rint(f / so) + zo, 0, 255).astype(np.uint8)
+        t = self._constant(f"{node.name}.table", table, "u8")
+        y = self._u8_output(node.outputs[0], (so, zo))
+        self.out.add_node("qlut", node.name, [x, t], [y])
+
+    def qgap(self, node: Node) -> None:
+        x = self.as_u8(node.inputs[0])
+        si, zi = self.params[x]
+        so, zo = self._out_params(node.outputs[0])
+        h, w = self.src.values[node.inputs[0]].shape[2:]
+        mult, shift = quantize_multiplier(si / (so * h * w))
+        y = self._u8_output(node.outputs[0], (so, zo))
+        self.out.add_node("qglobal_avgpool", node.name, [x], [y], x_zero_point=zi, y_zero_point=zo,
+                          multiplier=mult, shift=shift)
+
+    def qconcat(self, node: Node) -> None:
+        xs = [self.as_u8(v) for v in node.inputs]
+        ps = [self.params[x] for x in xs]
+        if all(p == ps[0] for p in ps):
+            y = self._u8_output(node.outputs[0], ps[0])
+            self.out.add_node("concat", node.name, xs, [y], **node.attrs)
+            return
+        so, zo = self._out_params(node.outputs[0])
+        pairs = [quantize_multiplier(s / so) for s, _ in ps]
+        y = self._u8_output(node.outputs[0], (so, zo))
+        self.out.add_node("qconcat", node.name, xs, [y], axis=node.attrs["axis"], zero_points=[z for _, z in ps],
+                          multipliers=[m for m, _ in pairs], shifts=[s for _, s in pairs], y_zero_point=zo)
+
+
+def _smallest_encoding(name: str, q: np.ndarray, float_encoding: Encoding) -> Encoding:
+    """Of dense and (for a mostly-zero tensor) sparse_rel layouts, Huffman coding allowed, the one
+    the writer stores in the fewest bytes."""
+    candidates = [Encoding(huffman=True)]
+    density = np.count_nonzero(q) / q.size
+    if float_encoding.layout == "sparse_rel" or density < 0.5:
+        bits = {float_encoding.index_bits} if float_encoding.layout == "sparse_rel" else set()
+        candidates += [Encoding("sparse_rel", index_bits=b, huffman=True) for b in sorted(bits | {2, 3, 4, 5, 8})]
+
+    def size(enc: Encoding) -> int:
+        return encode_tensor(Value(name, tuple(q.shape), "i8", q, enc)).info.stored_bytes
+
+    return min(candidates, key=size)
