@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from deepslim.format.codecs import crc32
 from deepslim.format.errors import DsmChecksumError, DsmFormatError, DsmVersionError
+from deepslim.format.quant_check import check_quantized
 from deepslim.format.graph_section import ACTIVATION_DTYPES, DTYPES, decode_graph_section, encode_graph_section
 from deepslim.format.tensors import (
     ALIGN, TensorInfo, decode_tensor, encode_tensor, read_tensor_table, write_tensor_table,
@@ -140,6 +141,7 @@ def _check_graph(graph: Graph) -> None:
         for name in node.outputs:
             if graph.values[name].is_constant:
                 raise DsmFormatError(f"node {node.name!r} writes the constant {name!r}")
+    check_quantized(graph)
     for name in graph.inputs:
         if graph.values[name].is_constant:
             raise DsmFormatError(f"graph input {name!r} is a constant")
@@ -198,6 +200,7 @@ def load_dsm(source: str | os.PathLike | bytes) -> tuple[Graph, DsmInfo]:
         array, encoding = decode_tensor(info.tensors[i], data)
         graph.values[name].data = array
         graph.values[name].encoding = encoding
+    check_quantized(graph)
     return graph, info
 
 

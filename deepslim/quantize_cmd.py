@@ -1,0 +1,101 @@
+"""`deepslim quantize MODEL.onnx|MODEL.dsm --calib SAMPLES.npy -o OUT.dsm`: post-training int8.
+
+Needs numpy (and onnx for an ONNX model) only. `build_quantize_parser(subparsers)` adds the
+subcommand; `quantize_command(args)` runs it and returns the exit code. Errors are raised as
+ValueError / FileNotFoundError / ImportError with a one-line message (the CLI prints them).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = ["build_quantize_parser", "load_float_graph", "quantize_command"]
+
+
+def build_quantize_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the `quantize` subcommand to an argparse subparsers object; returns its parser."""
+    s = subparsers.add_parser(
+        "quantize", help="post-training int8 quantization of an ONNX or fp32 .dsm model",
+        description="Quantize a model to int8: u8 activations (per tensor, asymmetric) calibrated on "
+        "SAMPLES.npy, i8 weights (per output channel, symmetric), i32 biases, exact fixed-point "
+        "requantization. A .dsm model keeps its pruning (sparse layout) and is stored in the smallest "
+        "encoding. Needs numpy (and onnx for an .onnx model), not torch.",
+    )
+    s.add_argument("model", help="the .onnx or fp32 .dsm file")
+    s.add_argument("--calib", required=True, metavar="SAMPLES.npy",
+                   help="calibration inputs, float32 (N, ...) in the model's input layout (a few hundred)")
+    s.add_argument("-o", "--output", required=True, metavar="OUT.dsm", help="the quantized .dsm to write")
+    s.add_argument("--method", default="minmax", choices=("minmax", "percentile", "kl", "mse"),
+                   help="how activation ranges are chosen from the calibration statistics (default minmax)")
+    s.add_argument("--percentile", type=float, default=99.99, help="percentile of --method percentile (default 99.99)")
+    s.add_argument("--weight-bits", type=int, default=8, choices=(8, 4), help="8, or 4 for int4 weights")
+    s.add_argument("--keep-fp32", action="append", default=[], metavar="NODE",
+                   help="keep this node in float (repeat for several)")
+    s.add_argument("--samples", type=int, default=None, metavar="N", help="use only the first N calibration inputs")
+    s.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="for an ONNX model: fix dynamic dimensions of input NAME, as in `deepslim convert`")
+    s.set_defaults(func=quantize_command)
+    return s
+
+
+def load_float_graph(path: str | Path, input_shapes: dict[str, list[int]] | None = None):
+    """The optimized fp32 IR graph of an .onnx or .dsm file."""
+    from deepslim.ir.passes import optimize
+
+    src = Path(path)
+    if not src.is_file():
+        raise FileNotFoundError(f"model {str(src)!r} does not exist")
+    if src.suffix.lower() == ".dsm":
+        from deepslim.format import read_dsm
+
+        graph = read_dsm(src)
+        if any(v.dtype != "f32" for v in graph.values.values()):
+            raise ValueError(f"{str(src)!r} is already quantized (it holds non-f32 values)")
+        return optimize(graph)
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise ImportError("deepslim quantize needs the onnx package for an .onnx model: pip install onnx") from None
+    from deepslim.frontends.onnx import from_onnx
+
+    return optimize(from_onnx(src, input_shapes=input_shapes or {}))
+
+
+def quantize_command(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from deepslim.convert import parse_input_shape
+    from deepslim.format import encode_dsm, write_dsm
+    from deepslim.quant import quantize_graph
+
+    shapes = dict(parse_input_shape(t) for t in args.input_shape or [])
+    graph = load_float_graph(args.model, shapes)
+    calib_path = Path(args.calib)
+    if not calib_path.is_file():
+        raise FileNotFoundError(f"calibration file {args.calib!r} does not exist (expected a .npy array)")
+    try:
+        calib = np.load(calib_path, allow_pickle=False).astype(np.float32, copy=False)
+    except ValueError as e:
+        raise ValueError(f"{args.calib!r} is not a readable .npy array: {e}") from None
+    if args.samples is not None:
+        if args.samples < 1:
+            raise ValueError(f"--samples must be >= 1, got {args.samples}")
+        calib = calib[: args.samples]
+    want = graph.values[graph.inputs[0]].shape
+    if calib.ndim == len(want) - 1:
+        calib = calib[None]
+    if calib.ndim != len(want) or any(w not in (-1, d) for w, d in zip(want[1:], calib.shape[1:])):
+        raise ValueError(f"calibration inputs have shape {list(calib.shape)}; the model's input is {list(want)}")
+    q = quantize_graph(graph, calib=calib, method=args.method, keep_fp32=args.keep_fp32,
+                       weight_bits=args.weight_bits, percentile=args.percentile)
+    fp32_bytes = len(encode_dsm(graph)[0])
+    report = write_dsm(q, args.output)
+    ops: dict[str, int] = {}
+    for n in q.nodes:
+        ops[n.op] = ops.get(n.op, 0) + 1
+    print(f"wrote {args.output}: {len(q.nodes)} nodes, {report.file_size:,} bytes "
+          f"({report.file_size / fp32_bytes:.3f}x the fp32 .dsm of {fp32_bytes:,} bytes)")
+    print(f"  calibration: {len(calib)} inputs, method {args.method}; weights int{args.weight_bits}")
+    print("  ops: " + ", ".join(f"{op} {k}" for op, k in sorted(ops.items(), key=lambda kv: -kv[1])))
+    return 0
