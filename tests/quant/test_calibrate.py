@@ -1,0 +1,84 @@
+"""Calibration methods on synthetic distributions with known answers, and statistics of a graph."""
+
+import numpy as np
+import pytest
+
+from deepslim.ir import Graph, Value
+from deepslim.quant.calibrate import calibrate_graph, collect_stats, range_from_samples
+from deepslim.quant.params import choose_qparams, quantize_bias, quantize_weights
+
+RNG = np.random.default_rng(0)
+GAUSS = RNG.standard_normal(200_000)
+WITH_OUTLIERS = np.concatenate([GAUSS, np.full(20, 100.0)])
+
+
+def test_minmax_is_the_observed_range():
+    assert range_from_samples(WITH_OUTLIERS, "minmax") == (WITH_OUTLIERS.min(), 100.0)
+
+
+def test_kl_on_a_gaussian_with_outliers_clips_below_the_outlier():
+    lo, hi = range_from_samples(WITH_OUTLIERS, "kl")
+    assert 3.0 < hi < 10.0  # well below the outliers at 100, above most of the Gaussian mass
+    assert lo == pytest.approx(WITH_OUTLIERS.min())  # the negative side has no outlier to clip
+
+
+def test_kl_keeps_a_uniform_distribution_whole():
+    lo, hi = range_from_samples(RNG.uniform(0, 5, 100_000), "kl")
+    assert lo >= 0 and hi > 4.8
+
+
+def test_percentile_of_a_uniform_distribution():
+    x = RNG.uniform(-1, 3, 400_000)
+    lo, hi = range_from_samples(x, "percentile", percentile=99.0)
+    assert lo == pytest.approx(-1 + 0.04, abs=0.01) and hi == pytest.approx(3 - 0.04, abs=0.01)
+
+
+def test_mse_clips_a_far_tail_and_keeps_a_uniform_range():
+    laplace = RNG.laplace(size=200_000)  # a long tail: its rare far values cost less clipped
+    lo, hi = range_from_samples(laplace, "mse")
+    assert laplace.min() <= lo < hi <= laplace.max()
+    assert hi - lo < 0.9 * (laplace.max() - laplace.min()) and hi - lo > 10
+    lo, hi = range_from_samples(RNG.uniform(-2, 2, 100_000), "mse")
+    assert lo < -1.9 and hi > 1.9
+
+
+def test_unknown_method_is_refused():
+    with pytest.raises(ValueError, match="unknown calibration method"):
+        range_from_samples(GAUSS, "median")
+
+
+def test_qparams_include_zero_and_map_it_exactly():
+    scale, zp = choose_qparams(0.5, 2.0)  # widened to [0, 2]
+    assert zp == 0 and scale == pytest.approx(2 / 255)
+    scale, zp = choose_qparams(-1.0, 3.0)
+    assert zp == round(1.0 / scale) and scale == np.float32(4 / 255)
+    assert choose_qparams(0.0, 0.0) == (np.float32(1 / 255), 0)
+
+
+def test_weights_per_channel_zero_channel_and_int4():
+    w = np.array([[0.5, -1.0, 0.25], [0.0, 0.0, 0.0], [2.0, 1.0, -2.0]], dtype=np.float32)
+    q, s = quantize_weights(w)
+    assert s.tolist() == [1 / 127, 1.0, 2 / 127]
+    assert q.tolist() == [[64, -127, 32], [0, 0, 0], [127, 64, -127]]
+    q4, s4 = quantize_weights(w, bits=4)
+    assert q4.min() >= -7 and q4.max() <= 7 and q4[0].tolist() == [4, -7, 2]
+    b = quantize_bias(np.array([1.0, 1e12, -3.0]), 0.01, s)
+    assert b.tolist() == [12700, 2**31 - 1, -19050]
+
+
+def test_collect_stats_sees_every_value():
+    g = Graph()
+    g.add_value(Value("x", (-1, 3)))
+    g.add_value(Value("h", (-1, 3)))
+    g.add_value(Value("y", (-1, 3)))
+    g.add_constant("w", np.eye(3, dtype=np.float32) * 2)
+    g.add_node("dense", "fc", ["x", "w"], ["h"])
+    g.add_node("relu", "r", ["h"], ["y"])
+    g.inputs, g.outputs = ["x"], ["y"]
+    x = np.array([[-1, 0, 2], [3, -4, 1]], dtype=np.float32)
+    stats = collect_stats(g, x, batch=1)
+    assert (stats["x"].lo, stats["x"].hi) == (-4, 3)
+    assert (stats["h"].lo, stats["h"].hi) == (-8, 6)
+    assert (stats["y"].lo, stats["y"].hi) == (0, 6)
+    assert stats["h"].hist.sum() == 6
+    assert calibrate_graph(g, x)["y"] == (0, 6)
