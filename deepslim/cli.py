@@ -174,8 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_export)
 
     from deepslim.convert import build_convert_parser
+    from deepslim.quantize_cmd import build_quantize_parser
 
     build_convert_parser(sub)
+    build_quantize_parser(sub)
 
     s = sub.add_parser("bench", help="time our runtime beside PyTorch, ONNX Runtime, OpenVINO and ncnn",
                        description="Run our runtime and the peers on the same model, input and thread count. "
