@@ -45,7 +45,10 @@ def run_quantized(graph: Graph, x, *, batch: int | None = None):
 
 
 def _run(graph: Graph, inputs: dict) -> dict[str, np.ndarray]:
-    env: dict[str, np.ndarray] = {name: np.asarray(inputs[name], dtype=np.float32) for name in graph.inputs}
+    env: dict[str, np.ndarray] = {}
+    for name in graph.inputs:  # a graph input is f32, or u8 when the graph says so
+        u8 = graph.values[name].dtype == "u8"
+        env[name] = np.asarray(inputs[name], dtype=np.uint8 if u8 else np.float32)
     for v in graph.constants():
         env[v.name] = v.data
     for node in graph.nodes:
