@@ -1,12 +1,13 @@
 """Fake quantization in PyTorch that mirrors the int8 runtime (docs/format.md, "Quantized inference").
 
 Activations: u8, asymmetric, per tensor. A real range (lo, hi) is first widened to hold 0.0, then
-`scale = (hi - lo) / 255`, `zero_point = clamp(round(-lo / scale), 0, 255)`, and a value becomes
+`scale = float32((hi - lo) / 255)`, `zero_point = clamp(round(-lo / scale), 0, 255)`
+(deepslim.quant.params.choose_qparams, shared with the host quantizer), and a value becomes
 `q = clamp(rint(x / scale) + zero_point, 0, 255)` (float32 division, round half to even), read back
 as `(q - zero_point) * scale`.
 
-Weights: i8, symmetric, per output channel (dim 0): `scale[o] = max|w[o]| / 127` (qmax =
-2^(bits-1) - 1 for `bits`-bit weights), `q = clamp(rint(w / scale), -qmax, qmax)`.
+Weights: i8, symmetric, per output channel (dim 0): `scale[o] = max|w[o]| / 127` (qmax = 7 for
+int4 weights), `q = clamp(rint(w / scale), -qmax, qmax)`, in float64 as the host quantizer does.
 
 Gradients pass straight through (the straight-through estimator): the gradient of a fake-quantized
 activation is the incoming gradient where `rint(x / scale) + zero_point` lies in 0..255 and zero where
@@ -30,19 +31,17 @@ QMIN_U8, QMAX_U8 = 0, 255
 
 
 def act_qparams(lo: float, hi: float) -> tuple[float, int]:
-    """(scale, zero_point) of the u8 asymmetric scheme for the real range [lo, hi].
+    """(scale, zero_point) of the u8 asymmetric scheme for the real range [lo, hi]: the host
+    quantizer's own rule (`deepslim.quant.params.choose_qparams`), so both sides agree bit for bit.
 
-    The range is widened to include 0.0 (so zero padding and ReLU zeros are exact); an empty range
-    (lo == hi == 0) gets scale 1.0. The scale is a float32 number.
+    The range is widened to include 0.0 (zero padding and ReLU zeros stay exact); the scale is a
+    float32 number; an empty range gets scale 1/255.
     """
+    from deepslim.quant.params import choose_qparams
+
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
         raise ValueError(f"activation range must be finite with lo <= hi, got ({lo}, {hi})")
-    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
-    scale = float(torch.tensor((hi - lo) / (QMAX_U8 - QMIN_U8), dtype=torch.float32))
-    if scale == 0.0:
-        return 1.0, 0
-    zero_point = int(min(max(round(-lo / scale), QMIN_U8), QMAX_U8))
-    return scale, zero_point
+    return choose_qparams(lo, hi)
 
 
 def quantize_u8(x: torch.Tensor, scale: float, zero_point: int) -> torch.Tensor:
@@ -71,26 +70,27 @@ def fake_quant_u8(x: torch.Tensor, scale: float, zero_point: int) -> torch.Tenso
 
 
 def weight_scales(w: torch.Tensor, bits: int = 8) -> torch.Tensor:
-    """Per-output-channel symmetric scales max|w[o]| / (2^(bits-1) - 1); an all-zero channel gets 1.0."""
+    """Per-output-channel symmetric scales max|w[o]| / (2^(bits-1) - 1) in float64 (as the host
+    quantizer computes them); an all-zero channel gets 1.0."""
     qmax = (1 << (bits - 1)) - 1
-    amax = w.detach().abs().reshape(w.shape[0], -1).amax(dim=1)
-    scale = amax / qmax
-    return torch.where(amax > 0, scale, torch.ones_like(scale)).to(torch.float32)
+    amax = w.detach().abs().reshape(w.shape[0], -1).amax(dim=1).to(torch.float64)
+    return torch.where(amax > 0, amax / qmax, torch.ones_like(amax))
 
 
 def quantize_weight(w: torch.Tensor, bits: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """(q, scale): the integer weights (as float32) and their per-channel scales."""
+    """(q, scale): the integer weights (as float32) and their float64 per-channel scales, computed
+    like `deepslim.quant.params.quantize_weights`."""
     qmax = (1 << (bits - 1)) - 1
     scale = weight_scales(w, bits)
     s = scale.reshape(-1, *([1] * (w.dim() - 1)))
-    return torch.clamp(torch.round(w / s), -qmax, qmax), scale
+    return torch.clamp(torch.round(w.detach().to(torch.float64) / s), -qmax, qmax).to(torch.float32), scale
 
 
 class _FakeQuantWeight(torch.autograd.Function):
     @staticmethod
     def forward(ctx, w, bits):
         q, scale = quantize_weight(w, bits)
-        return q * scale.reshape(-1, *([1] * (w.dim() - 1)))
+        return (q.to(torch.float64) * scale.reshape(-1, *([1] * (w.dim() - 1)))).to(w.dtype)
 
     @staticmethod
     def backward(ctx, grad):
@@ -99,8 +99,8 @@ class _FakeQuantWeight(torch.autograd.Function):
 
 def fake_quant_weight(w: torch.Tensor, bits: int = 8) -> torch.Tensor:
     """Per-channel symmetric fake quantization of a weight (dim 0 = output channels), STE gradient."""
-    if not 2 <= bits <= 8:
-        raise ValueError(f"weight bits must be in 2..8, got {bits}")
+    if bits not in (4, 8):
+        raise ValueError(f"weight bits must be 8 or 4, got {bits}")
     return _FakeQuantWeight.apply(w, int(bits))
 
 

@@ -6,6 +6,9 @@ from deepslim.compress.fakequant import (FakeQuantAct, MinMaxObserver, act_qpara
                                          fake_quant_weight, quantize_u8, quantize_weight)
 
 
+from deepslim.quant.params import quantize_array, quantize_weights
+
+
 def np_act_qparams(lo, hi):
     lo, hi = min(lo, 0.0), max(hi, 0.0)
     scale = np.float32((hi - lo) / 255)
@@ -13,7 +16,9 @@ def np_act_qparams(lo, hi):
 
 
 def np_quantize_u8(x, scale, zp):
-    return np.clip(np.rint(x / np.float32(scale)) + zp, 0, 255).astype(np.float32)
+    q = np.clip(np.rint(x / np.float32(scale)) + zp, 0, 255).astype(np.float32)
+    assert np.array_equal(q, quantize_array(x, scale, zp))  # the host quantizer's own op
+    return q
 
 
 @pytest.mark.parametrize("lo,hi", [(-1.3, 2.7), (0.0, 6.0), (0.5, 3.0), (-4.0, -1.0), (-0.1, 0.001)])
@@ -26,7 +31,7 @@ def test_act_qparams_match_numpy_and_hold_zero(lo, hi):
 
 
 def test_act_qparams_edge_cases():
-    assert act_qparams(0.0, 0.0) == (1.0, 0)
+    assert act_qparams(0.0, 0.0) == (float(np.float32(1 / 255)), 0)
     assert act_qparams(0.0, 6.0)[1] == 0  # after ReLU the zero point is 0
     assert act_qparams(-6.0, 0.0)[1] == 255
     with pytest.raises(ValueError):
@@ -62,13 +67,15 @@ def test_weight_quant_per_channel_symmetric_matches_numpy():
     w[2] = 0.0  # an all-zero (pruned) channel
     q, scale = quantize_weight(torch.from_numpy(w))
     amax = np.abs(w).reshape(6, -1).max(axis=1)
-    np_scale = np.where(amax > 0, amax / np.float32(127), 1.0).astype(np.float32)
+    np_scale = np.where(amax > 0, amax.astype(np.float64) / 127, 1.0)
     np_q = np.clip(np.rint(w / np_scale[:, None, None, None]), -127, 127)
     assert np.array_equal(scale.numpy(), np_scale)
     assert np.array_equal(q.numpy(), np_q)
+    host_q, host_scale = quantize_weights(w)  # the host quantizer agrees bit for bit
+    assert np.array_equal(q.numpy(), host_q) and np.array_equal(scale.numpy(), host_scale)
     assert np.abs(q.numpy()).reshape(6, -1).max(axis=1).tolist() == [127, 127, 0, 127, 127, 127]
     fq = fake_quant_weight(torch.from_numpy(w)).numpy()
-    assert np.array_equal(fq, np_q * np_scale[:, None, None, None])
+    assert np.array_equal(fq, (np_q * np_scale[:, None, None, None]).astype(np.float32))
     assert np.all(fq[2] == 0)
 
 

@@ -77,7 +77,7 @@ def test_bn_folded_weight_is_quantized_per_channel():
     x = torch.randn(2, 2, 6, 6)
     w, b = layer.folded()
     q, scale = quantize_weight(w.detach())
-    expected = nn.functional.conv2d(x, q * scale.reshape(-1, 1, 1, 1), b, padding=1)
+    expected = nn.functional.conv2d(x, (q * scale.reshape(-1, 1, 1, 1)).float(), b, padding=1)
     assert torch.allclose(layer(x), expected, atol=1e-6)
     # the float32 folding equals the front end's (float64) one within float rounding
     s = (net.bn.weight / torch.sqrt(net.bn.running_var + net.bn.eps)).detach().double()
