@@ -70,6 +70,7 @@ def quantize_graph(graph: Graph, *, calib: np.ndarray | None = None,
     if unknown:
         raise ValueError(f"keep_fp32 names nodes that are not in the graph: {', '.join(sorted(unknown))}")
     float_graph = prepare_graph(graph)
+    keep |= {f"{n}.act" for n in keep}  # a split-off activation stays with its node
     table = dict(ranges or {})
     calibrated: dict[str, tuple[float, float]] | None = None
     if calib is not None:
@@ -131,7 +132,7 @@ class _Quantizer:
         self.f32: dict[str, str] = {}  # float-graph value -> its f32 version in out
         self.u8: dict[str, str] = {}  # float-graph value -> its u8 version in out
         self.params: dict[str, tuple[float, int]] = {}  # u8 value in out -> (scale, zero point)
-        self.copied: set[str] = set()
+        self.copied: dict[str, str] = {}  # float constant -> its name in out
 
     # -- names and values ---------------------------------------------------------------------
     def _activation(self, name: str, like: str, dtype: str) -> str:
@@ -139,16 +140,20 @@ class _Quantizer:
         return name
 
     def _constant(self, name: str, data: np.ndarray, dtype: str, encoding: Encoding | None = None) -> str:
-        name = _unique(self.out.values.keys() | self.src.values.keys(), name)
+        """A new constant; a quantized weight keeps its float name (the float one, if a float node
+        also reads it, is then copied under another name)."""
+        taken = self.out.values.keys() | (self.src.values.keys() - {name})
+        name = _unique(taken, name)
         self.out.add_value(Value(name, tuple(data.shape), dtype, data, encoding or Encoding()))
         return name
 
     def _copy_constant(self, name: str) -> str:
-        if name and name not in self.copied:
+        if name not in self.copied:
             v = self.src.values[name]
-            self.out.add_value(Value(v.name, v.shape, v.dtype, v.data, v.encoding))
-            self.copied.add(name)
-        return name
+            new = _unique(self.out.values.keys(), name)
+            self.out.add_value(Value(new, v.shape, v.dtype, v.data, v.encoding))
+            self.copied[name] = new
+        return self.copied[name]
 
     # -- conversions ----------------------------------------------------------------------------
     def as_f32(self, v: str) -> str:
