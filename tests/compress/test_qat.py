@@ -215,3 +215,23 @@ def test_qat_with_shared_weights_keeps_the_codebook():
     values = torch.unique(net.fc.weight.detach())
     assert len(values) <= 4 and 0.0 in values.tolist()
     assert not math.isclose(float(values.max()), 0.3)  # the codebook moved
+
+
+def test_ranges_drive_the_integer_reference_to_the_simulated_outputs():
+    from deepslim.frontends.torch import from_torch
+    from deepslim.ir.passes import optimize
+    from deepslim.quant import quantize_graph, run_quantized
+
+    net = _net().eval()
+    qm = prepare_qat(net)
+    x = torch.randn(64, 2, 6, 6)
+    calibrate(qm, x.numpy())
+    simulated = qm.eval()(x).detach().numpy()
+    ranges = convert(qm)
+    graph = quantize_graph(optimize(from_torch(net, torch.zeros(1, 2, 6, 6))), ranges=ranges)
+    assert {n.op for n in graph.nodes} >= {"qconv2d", "qadd", "qdense"}
+    integer = run_quantized(graph, x.numpy())
+    step = act_qparams(*ranges["output"])[0]
+    # the same u8 code almost everywhere; otherwise one step apart (float vs fixed-point rounding)
+    assert np.abs(integer - simulated).max() <= step * 1.01
+    assert (integer == simulated).mean() > 0.9
