@@ -100,6 +100,78 @@ class QATConfig:
             raise ValueError(f"qat.train_samples must be an integer >= 1 or null, got {n!r}")
 
 
+CALIB_METHODS = ("minmax", "percentile", "kl", "mse")  # deepslim.quant.calibrate.METHODS
+
+
+@dataclass(frozen=True)
+class QuantizeConfig:
+    """The recipe's `quantize:` step: int8 with u8 activations (docs/quantization.md).
+
+    method: calibration of the activation ranges ("minmax", "percentile", "kl", "mse"), one for all
+        or per layer name/type ({"conv": "kl", "fc3": "minmax"}; the layer's output activation; other
+        activations use "minmax"). QAT's trained ranges replace them.
+    calib_samples: training samples used for calibration.
+    weight_bits: 8 or 4 (int4 weights stored as 4-bit i8).
+    keep_fp32: conv/fc layers that stay float32.
+    sensitivity: SensitivityConfig options; keeps the most sensitive layers in float32 until the
+        simulated int8 accuracy is within `budget` points of float32 (added to keep_fp32).
+    qat: QATConfig options; without it the step is post-training quantization only.
+    """
+
+    method: str | dict[str, str] = "minmax"
+    calib_samples: int = 1000
+    weight_bits: int = 8
+    keep_fp32: tuple[str, ...] = ()
+    sensitivity: Any = None
+    qat: Any = None
+
+    def __post_init__(self) -> None:
+        from deepslim.compress.sensitivity import SensitivityConfig
+
+        methods = self.method.values() if isinstance(self.method, dict) else [self.method]
+        if isinstance(self.method, dict) and not self.method:
+            raise ValueError("quantize.method must be a method name or a non-empty mapping of layer -> method")
+        for m in methods:
+            if m not in CALIB_METHODS:
+                raise ValueError(f"quantize.method: unknown calibration method {m!r}; known: {', '.join(CALIB_METHODS)}")
+        if isinstance(self.calib_samples, bool) or not isinstance(self.calib_samples, int) or self.calib_samples < 1:
+            raise ValueError(f"quantize.calib_samples must be an integer >= 1, got {self.calib_samples!r}")
+        if self.weight_bits not in (4, 8) or isinstance(self.weight_bits, bool):
+            raise ValueError(f"quantize.weight_bits must be 8 or 4, got {self.weight_bits!r}")
+        if isinstance(self.keep_fp32, str) or not all(isinstance(k, str) for k in self.keep_fp32):
+            raise ValueError(f"quantize.keep_fp32 must be a list of layer names, got {self.keep_fp32!r}")
+        object.__setattr__(self, "keep_fp32", tuple(self.keep_fp32))
+        for key, cls in (("sensitivity", SensitivityConfig), ("qat", QATConfig)):
+            v = getattr(self, key)
+            if isinstance(v, dict):
+                unknown = set(v) - set(cls.__dataclass_fields__)
+                if unknown:
+                    raise ValueError(f"quantize.{key}: unknown key(s) {sorted(unknown)}; "
+                                     f"known: {sorted(cls.__dataclass_fields__)}")
+                object.__setattr__(self, key, cls(**v))
+            elif v is not None and not isinstance(v, cls):
+                raise ValueError(f"quantize.{key} must be a mapping, got {v!r}")
+
+    def check(self, model: nn.Module) -> None:
+        from deepslim.compress.layers import check_keys
+
+        check_keys(dict.fromkeys(self.keep_fp32), model, "quantize.keep_fp32")
+        if isinstance(self.method, dict):
+            check_keys(self.method, model, "quantize.method")
+
+
+@dataclass
+class QuantizePlan:
+    """What the .dsm writer needs to quantize the exported graph (`quantize_for_export`)."""
+
+    keep_fp32: list[str]
+    weight_bits: int = 8
+    method: str | dict[str, str] = "minmax"
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # from QAT; beat calibration
+    calib: np.ndarray | None = None  # calibration inputs
+    history: dict[str, Any] = field(default_factory=dict)
+
+
 # --------------------------------------------------------------------------------- module state
 
 
@@ -514,3 +586,54 @@ def quantization_aware_training(
     ranges = convert(qm, model)
     model.eval()
     return ranges, history
+
+
+def quantize(model: nn.Module, config: QuantizeConfig, train_data=None, val_data=None, *, shared: bool = False,
+             progress: bool = True, seed: int = 0) -> QuantizePlan:
+    """The compress() step: sensitivity analysis (optional), then QAT (optional) in place.
+
+    Returns the plan for `quantize_for_export`. Needs training inputs for calibration.
+    """
+    from deepslim.compress.sensitivity import torch_sensitivity
+
+    config.check(model)
+    if train_data is None:
+        raise ValueError("quantize needs training data: its first calib_samples inputs calibrate the ranges")
+    calib = np.ascontiguousarray(train_data[0][: config.calib_samples], dtype=np.float32)
+    keep = list(config.keep_fp32)
+    history: dict[str, Any] = {}
+    if config.sensitivity is not None:
+        if val_data is None:
+            raise ValueError("quantize.sensitivity needs validation data")
+        report = torch_sensitivity(model, calib, val_data, config.sensitivity, weight_bits=config.weight_bits)
+        keep += [k for k in report.keep_fp32 if k not in keep]
+        history["sensitivity"] = {"reference": report.reference, "drops": report.drops,
+                                  "keep_fp32": report.keep_fp32, "trail": report.trail}
+        if progress:
+            print(report.table())
+    ranges: dict[str, tuple[float, float]] = {}
+    if config.qat is not None:
+        qat_config = QATConfig(**{**config.qat.__dict__, "calib_samples": config.calib_samples})
+        ranges, history["qat"] = quantization_aware_training(
+            model, qat_config, train_data, val_data, keep_fp32=keep, weight_bits=config.weight_bits, shared=shared,
+            progress=progress, seed=seed)
+    return QuantizePlan(keep, config.weight_bits, config.method, ranges, calib, history)
+
+
+def quantize_for_export(graph, plan: QuantizePlan):
+    """The fp32 IR graph (after optimize()) -> the quantized graph the plan describes: QAT ranges
+    first, then per-layer calibration methods for the layers' outputs, the rest by the default."""
+    from deepslim.quant import quantize_graph
+    from deepslim.quant.calibrate import collect_stats, range_from_stats
+
+    ranges = dict(plan.ranges)
+    method = plan.method if isinstance(plan.method, str) else "minmax"
+    if isinstance(plan.method, dict):
+        kinds = {"conv2d": "conv", "dense": "fc"}
+        stats = collect_stats(graph, plan.calib)
+        for node in graph.nodes:
+            m = plan.method.get(node.name, plan.method.get(kinds.get(node.op, ""), None))
+            if m is not None and node.outputs[0] not in ranges:
+                ranges[node.outputs[0]] = range_from_stats(stats[node.outputs[0]], m)
+    return quantize_graph(graph, calib=plan.calib, ranges=ranges or None, method=method,
+                          keep_fp32=plan.keep_fp32, weight_bits=plan.weight_bits)

@@ -12,9 +12,14 @@
       finetune_epochs: 2
     huffman: true
     index_bits: {conv: 8, fc: 5}  # relative-index bits of the sparse layout; "auto" picks the smallest
+    quantize:                     # optional: int8 (deepslim.compress.qat.QuantizeConfig)
+      method: minmax              # calibration: minmax | percentile | kl | mse, or per layer {conv: kl}
+      keep_fp32: [fc2]            # layers that stay float32
+      sensitivity: {budget: 0.5}  # optional: keep the most sensitive layers in fp32 within a budget
+      qat: {epochs: 1, train: {lr: 0.0001}, freeze_observers_after: 0.5, freeze_bn_after: 0.5}
 
-Steps run in the order prune, kmeans; Huffman coding and relative indexing happen when the model
-is encoded (`deepslim.compress.encodings`).
+Steps run in the order prune, kmeans, quantize; Huffman coding and relative indexing happen when
+the model is encoded (`deepslim.compress.encodings`).
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from torch import nn
 from deepslim.compress.kmeans import KMeansConfig
 from deepslim.compress.layers import check_keys
 from deepslim.compress.prune import PruneConfig
+from deepslim.compress.qat import QuantizeConfig
 
-KEYS = ("model", "train", "prune", "kmeans", "huffman", "index_bits")
+KEYS = ("model", "train", "prune", "kmeans", "quantize", "huffman", "index_bits")
 
 
 class RecipeError(ValueError):
@@ -43,6 +49,7 @@ class Recipe:
     train: dict[str, Any] = field(default_factory=dict)
     prune: PruneConfig | None = None
     kmeans: KMeansConfig | None = None
+    quantize: QuantizeConfig | None = None
     huffman: bool = True
     index_bits: dict[str, int] | None = field(default_factory=lambda: {"conv": 8, "fc": 5})
 
@@ -62,8 +69,10 @@ class Recipe:
                 raise RecipeError(f"train: {e}") from e
 
     def steps(self) -> list[tuple[str, Any]]:
-        """The compression steps in order: [("prune", PruneConfig), ("kmeans", KMeansConfig)]."""
-        return [(name, cfg) for name, cfg in (("prune", self.prune), ("kmeans", self.kmeans)) if cfg is not None]
+        """The compression steps in order: [("prune", PruneConfig), ("kmeans", KMeansConfig),
+        ("quantize", QuantizeConfig)], those the recipe has."""
+        steps = (("prune", self.prune), ("kmeans", self.kmeans), ("quantize", self.quantize))
+        return [(name, cfg) for name, cfg in steps if cfg is not None]
 
     def check(self, model: nn.Module) -> None:
         """Every layer the recipe names must be a conv/fc layer of `model`."""
@@ -109,6 +118,7 @@ def from_dict(d: dict[str, Any]) -> Recipe:
         train=train,
         prune=_section(d.get("prune"), PruneConfig, "prune"),
         kmeans=_section(d.get("kmeans"), KMeansConfig, "kmeans"),
+        quantize=_section(d.get("quantize"), QuantizeConfig, "quantize"),
         huffman=d.get("huffman", True),
         index_bits=index_bits,
     )

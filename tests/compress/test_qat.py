@@ -235,3 +235,46 @@ def test_ranges_drive_the_integer_reference_to_the_simulated_outputs():
     # the same u8 code almost everywhere; otherwise one step apart (float vs fixed-point rounding)
     assert np.abs(integer - simulated).max() <= step * 1.01
     assert (integer == simulated).mean() > 0.9
+
+
+def test_recipe_quantize_section():
+    from deepslim.compress import RecipeError, load_recipe
+    from deepslim.compress.qat import QuantizeConfig
+    from deepslim.compress.sensitivity import SensitivityConfig
+
+    r = load_recipe({"quantize": {"method": {"conv": "kl", "fc": "minmax"}, "keep_fp32": ["fc"],
+                                  "sensitivity": {"budget": 0.2}, "qat": {"epochs": 2}}})
+    assert isinstance(r.quantize, QuantizeConfig) and r.steps()[-1][0] == "quantize"
+    assert r.quantize.qat == QATConfig(epochs=2) and r.quantize.sensitivity == SensitivityConfig(budget=0.2)
+    r.check(_net())
+    assert load_recipe({"quantize": {}}).quantize.qat is None  # post-training only
+    for bad in ({"method": "median"}, {"weight_bits": 3}, {"qat": {"epochs": -1}}, {"qat": {"nope": 1}},
+                {"sensitivity": {"budget": -1}}, {"keep_fp32": "fc"}):
+        with pytest.raises(RecipeError):
+            load_recipe({"quantize": bad})
+    with pytest.raises(ValueError, match="keep_fp32"):
+        load_recipe({"quantize": {"keep_fp32": ["nope"]}}).check(_net())
+
+
+def test_compress_runs_prune_then_qat_and_exports_an_int8_graph():
+    from deepslim.compress import compress
+    from deepslim.compress.qat import quantize_for_export
+    from deepslim.frontends.torch import from_torch
+    from deepslim.ir.passes import optimize
+    from deepslim.quant import run_quantized
+
+    torch.set_num_threads(1)
+    net = _net()
+    data = _toy_data()
+    recipe = {"prune": {"sparsity": {"fc": 0.5}, "epochs_per_iteration": 1, "train": {"batch_size": 32}},
+              "quantize": {"calib_samples": 64, "method": {"conv": "percentile"},
+                           "qat": {"epochs": 2, "train": {"lr": 1e-2, "batch_size": 32}}}}
+    result = compress(net, recipe, data, data, progress=False)
+    plan = result.quantize
+    assert plan.history["qat"]["qat_val_accuracy"] > 90
+    assert float((net.fc.weight == 0).float().mean()) == pytest.approx(0.5, abs=0.01)  # sparsity kept
+    graph = optimize(from_torch(net, torch.zeros(1, 2, 6, 6)))
+    qgraph = quantize_for_export(graph, plan)
+    assert qgraph.values["fc.weight"].dtype == "i8"
+    out = run_quantized(qgraph, data[0])
+    assert (out.argmax(1) == data[1]).mean() > 0.9
