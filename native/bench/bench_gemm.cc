@@ -2,8 +2,9 @@
 // of typical CNN layers, against the measured FMA peak of one core (an FMA-throughput loop) and
 // the nominal peak at the /proc/cpuinfo clock. A (the weights, conv convention) is packed once
 // outside the timing; B is packed per call inside the GEMM, as a conv op would run it.
-// Columns: median ms and GFLOP/s of the median round; GFLOP/s of the best round and its %peak
-// (best against the measured peak x threads).
+// Columns: median ms and GFLOP/s of the median round; GFLOP/s of the best round; %peak = the
+// median over rounds of (GEMM speed / single-core FMA-loop speed measured just before the round)
+// divided by the thread count, which cancels most of the slowdown other work on the machine causes.
 // Usage: bench_gemm [max_threads (default: hardware threads)] [repeats (default 5)] [label filter]
 #include <algorithm>
 #include <chrono>
@@ -38,15 +39,17 @@ std::vector<float> random_vec(size_t n, uint32_t seed) {
 
 struct Timing {
   double median, best;  // seconds per call
+  double ratio = 0;     // median over rounds of (GFLOP/s / FMA-loop GFLOP/s just before it)
 };
 
 // Seconds per call over `repeats` rounds of >= 40 ms each: the median round and the best one (on a
 // machine shared with other work the best round is the closest to the kernel's own speed).
 template <typename Fn>
-Timing time_rounds(Fn fn, int repeats) {
+Timing time_rounds(Fn fn, int repeats, double (*reference)() = nullptr, double flop = 0) {
   fn();  // warm caches and pages
-  std::vector<double> t;
+  std::vector<double> t, ratios;
   for (int r = 0; r < repeats; ++r) {
+    const double ref_gflops = reference ? reference() : 0;
     int calls = 0;
     const auto start = Clock::now();
     double elapsed = 0;
@@ -56,9 +59,11 @@ Timing time_rounds(Fn fn, int repeats) {
       elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     } while (elapsed < 0.04);
     t.push_back(elapsed / calls);
+    if (reference) ratios.push_back(flop / t.back() * 1e-9 / ref_gflops);
   }
   std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t[0]};
+  std::sort(ratios.begin(), ratios.end());
+  return {t[t.size() / 2], t[0], ratios.empty() ? 0.0 : ratios[ratios.size() / 2]};
 }
 
 // 12 independent FMA chains (latency 4 x 2 ports needs >= 8): the core's FMA throughput.
@@ -92,6 +97,24 @@ __attribute__((target("avx2,fma"))) void fma_loop_avx2(int64_t iters) {
   _mm256_storeu_ps(out, s);
   volatile float sink = out[0];
   (void)sink;
+}
+
+// GFLOP/s of an avx512 (else avx2) FMA loop run for as long as a timed round (>= 40 ms) before
+// each round, so that %peak compares speeds measured at nearly the same time and over the same
+// kind of time slice on a shared machine.
+constexpr int64_t kRefIters = 200000;
+void (*g_ref_loop)(int64_t) = nullptr;
+double g_ref_lanes = 0;
+double reference_gflops() {
+  const auto start = Clock::now();
+  int64_t calls = 0;
+  double elapsed = 0;
+  do {
+    g_ref_loop(kRefIters);
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < 0.04);
+  return double(calls * kRefIters) * 12 * g_ref_lanes * 2 / elapsed * 1e-9;
 }
 
 // GFLOP/s of one of the loops above with `lanes` floats per FMA.
@@ -134,13 +157,14 @@ int main(int argc, char** argv) {
   double peak1 = 0;
   if (ds::isa_available(ds::Isa::kAvx512)) {
     peak1 = fma_peak(fma_loop_avx512, 16, repeats);
+    g_ref_loop = fma_loop_avx512, g_ref_lanes = 16;
     std::printf("measured FMA peak (best round), 1 core: avx512 %.1f GFLOP/s (%.1f FLOP/cycle at %.0f MHz; nominal 2 x 512-bit FMA = 64 FLOP/cycle = %.1f GFLOP/s)\n",
                 peak1, peak1 * 1e3 / mhz, mhz, 64 * mhz * 1e-3);
   }
   if (ds::isa_available(ds::Isa::kAvx2)) {
     const double p2 = fma_peak(fma_loop_avx2, 8, repeats);
     std::printf("measured FMA peak (best round), 1 core: avx2 %.1f GFLOP/s (%.1f FLOP/cycle)\n", p2, p2 * 1e3 / mhz);
-    if (peak1 == 0) peak1 = p2;
+    if (peak1 == 0) peak1 = p2, g_ref_loop = fma_loop_avx2, g_ref_lanes = 8;
   }
   (void)f;
 
@@ -185,11 +209,12 @@ int main(int argc, char** argv) {
         ds::ThreadPool pool(threads);
         std::vector<float> ws(size_t(ds::gemm_workspace_floats(g, threads)) + 16);
         float* wsa = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t(63));
-        const Timing t = time_rounds([&] { ds::gemm(g, p, wsa, pool); }, repeats);
         const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k) * 1e-9;
+        const Timing t = time_rounds([&] { ds::gemm(g, p, wsa, pool); }, repeats,
+                                     g_ref_loop ? reference_gflops : nullptr, flop * 1e9);
         std::printf("%-54s %-7s %3d %9.3f %9.1f %9.1f %6.1f%%\n", s.label, ds::isa_name(isa), threads,
                     t.median * 1e3, flop / t.median, flop / t.best,
-                    peak1 > 0 ? 100.0 * flop / t.best / (peak1 * threads) : 0.0);
+                    100.0 * t.ratio / threads);
       }
     }
   }

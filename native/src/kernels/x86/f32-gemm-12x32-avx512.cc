@@ -14,8 +14,9 @@ namespace ds {
 namespace {
 
 constexpr int kMr = 12, kNr = 32;
-// kc x 32 B panel = 32 KB of the 48 KB L1d; mc x kc A block = 384 KB of the 1 MB L2.
-using Cfg = x86::GemmBlocking<kMr, kNr, 256, 384, 1024>;
+// kc x 32 B panel = 48 KB (the L1d size: it streams from L2 when it does not stay); mc x kc A
+// block = 360 KB of the 1 MB L2; kc x nc B block = 1.1 MB. Chosen by measurement (docs/kernels.md).
+using Cfg = x86::GemmBlocking<kMr, kNr, 384, 240, 768>;
 
 inline __m512 activate(__m512 v, int32_t act, __m512 alpha, __m512 beta) {
   const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
@@ -36,6 +37,12 @@ inline __m512 activate(__m512 v, int32_t act, __m512 alpha, __m512 beta) {
 template <int R>
 void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs,
              bool accumulate, const x86::GemmTileEpilogue* ep) {
+  // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 31), _MM_HINT_T0);
+  }
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();

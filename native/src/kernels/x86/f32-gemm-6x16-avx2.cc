@@ -9,8 +9,8 @@ namespace ds {
 namespace {
 
 constexpr int kMr = 6, kNr = 16;
-// kc x 16 B panel = 16 KB of L1d; mc x kc A block = 384 KB of L2.
-using Cfg = x86::GemmBlocking<kMr, kNr, 256, 384, 1024>;
+// kc x 16 B panel = 24 KB of the 48 KB L1d; mc x kc A block = 360 KB of the 1 MB L2.
+using Cfg = x86::GemmBlocking<kMr, kNr, 384, 240, 768>;
 
 inline __m256 activate(__m256 v, int32_t act, __m256 alpha, __m256 beta) {
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
@@ -47,6 +47,12 @@ struct Cols {
 template <int R>
 void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs,
              bool accumulate, const x86::GemmTileEpilogue* ep) {
+  // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 15), _MM_HINT_T0);
+  }
   __m256 acc0[R], acc1[R];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();

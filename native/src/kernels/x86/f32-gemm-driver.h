@@ -1,7 +1,8 @@
 // The cache-blocked GEMM loop nest shared by the x86 levels, instantiated in each ISA's translation
 // unit with its microkernel (so it is compiled with that ISA's flags). Loop order (outer to inner):
-// N blocks of nc, K blocks of kc (B block packed into the workspace unless B is packed already),
-// M blocks of mc (A block packed likewise), then nr-wide and mr-high register tiles. A B panel
+// N blocks of nc, K blocks of kc, M blocks of mc (A block packed into the workspace unless A is
+// packed already), then nr-wide and mr-high register tiles; an unpacked B is packed panel by panel
+// into the workspace during the first M block and reused by the others. A B panel
 // (kc x nr) stays in L1 while the mr x kc A panels of the M block stream from L2.
 #pragma once
 
@@ -62,9 +63,7 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
         b_blk = p.b.data + (jc / NR) * NR * K + pc * NR;
         b_panel_stride = NR * K;
       } else {
-        ds_f32_gemm_pack(NR, nc, kc, p.b.data + pc * p.b.row_stride + jc * p.b.col_stride,
-                         p.b.col_stride, p.b.row_stride, b_buf);
-        b_blk = b_buf;
+        b_blk = b_buf;  // each panel is packed just before its first use (ic == 0), while hot in L1
         b_panel_stride = NR * kc;
       }
       for (int64_t ic = 0; ic < M; ic += Cfg::kMc) {
@@ -84,6 +83,9 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
           const int64_t nr = nc - jr < NR ? nc - jr : NR;
           const int64_t j = jc + jr;
           const float* b_panel = b_blk + (jr / NR) * b_panel_stride;
+          if (!p.b.packed && ic == 0)
+            ds_f32_gemm_pack(NR, nr, kc, p.b.data + pc * p.b.row_stride + j * p.b.col_stride, p.b.col_stride,
+                             p.b.row_stride, b_buf + (jr / NR) * b_panel_stride);
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t mr = mc - ir < MR ? mc - ir : MR;
             const int64_t i = ic + ir;
