@@ -6,12 +6,14 @@ set(DEEPSLIM_SIMD_SOURCES
   src/core/cpu_features.cc
   src/core/thread_pool.cc
   src/kernels/ref/f32-gemm-pack.cc
-  src/kernels/ref/f32-gemm-scalar.cc)
+  src/kernels/ref/f32-gemm-scalar.cc
+  src/kernels/ref/f32-dwconv3x3-scalar.cc)
 
 set(DEEPSLIM_X86_AVX2_SOURCES
   src/kernels/x86/f32-gemm-6x16-avx2.cc)
 set(DEEPSLIM_X86_AVX512_SOURCES
-  src/kernels/x86/f32-gemm-12x32-avx512.cc)
+  src/kernels/x86/f32-gemm-12x32-avx512.cc
+  src/kernels/x86/f32-dwconv3x3-avx512.cc)
 
 set(DEEPSLIM_X86_KERNELS OFF)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")

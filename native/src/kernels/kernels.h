@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/dwconv3x3.h"
 #include "kernels/gemm.h"
 
 namespace ds {
@@ -194,6 +195,8 @@ struct KernelTable {
   GlobalPoolKernel global_maxpool;
   // Per-ISA kernels (src/kernels/x86); set by src/core/dispatch.cc for every level.
   const GemmKernels* gemm = nullptr;
+  DwConv3x3Fn dwconv3x3 = nullptr;  // one NCHW plane, stride 1 or 2 (kernels/dwconv3x3.h)
+  const struct QKernels* q = nullptr;  // int8 kernels of the level (kernels/qu8.h)
 };
 
 // Scalar reference kernels (src/kernels/ref).

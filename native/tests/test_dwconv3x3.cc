@@ -1,0 +1,72 @@
+// Depthwise 3x3 of every ISA level that has its own kernel against the scalar reference: planes
+// from 1x1 up, widths around the 16-lane vector (15, 16, 17, 33), stride 1 and 2, pads 0 and 1,
+// every activation code.
+#include <cfloat>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "harness.h"
+#include "kernel_tolerances.h"
+#include "tiny_net.h"
+
+namespace {
+
+void check_level(ds::Isa isa) {
+  if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
+  const ds::DwConv3x3Fn fn = ds::kernels_for(isa).dwconv3x3;
+  tiny::Rng rng(21);
+  const int64_t sizes[] = {1, 2, 3, 5, 15, 16, 17, 31, 33, 40};
+  int cases = 0;
+  for (int64_t h : sizes)
+    for (int64_t w : sizes)
+      for (int64_t stride = 1; stride <= 2; ++stride)
+        for (int64_t pad = 0; pad <= 1; ++pad) {
+          ds::DwConv3x3Params p;
+          p.h = h, p.w = w, p.stride = stride, p.pad_top = pad, p.pad_left = pad;
+          p.oh = (h + 2 * pad - 3) / stride + 1;
+          p.ow = (w + 2 * pad - 3) / stride + 1;
+          if (h + 2 * pad < 3 || w + 2 * pad < 3) continue;
+          p.act = int32_t(rng.below(8));
+          p.alpha = p.act == 2 ? -0.5f : p.act == 5 ? 0.2f : 0.1f;
+          p.beta = p.act == 2 ? 0.5f : 0.5f;
+          std::vector<float> x(size_t(h * w)), wt(9), want(size_t(p.oh * p.ow)), got(want.size() + 1, -7.0f);
+          for (float& v : x) v = rng.uniform(-1, 1);
+          for (float& v : wt) v = rng.uniform(-1, 1);
+          const float bias = rng.uniform(-1, 1);
+          ds::ds_f32_dwconv3x3__scalar(p, x.data(), wt.data(), bias, want.data());
+          fn(p, x.data(), wt.data(), bias, got.data());
+          int bad = 0;
+          for (size_t i = 0; i < want.size(); ++i) {
+            // |x|, |w| <= 1: the sum's magnitude is at most 9 + |bias|.
+            const double allowed = tol::kDwconv * 10 + tol::kActivationUlps * FLT_EPSILON * std::fabs(want[i]);
+            if (!(std::fabs(double(got[i]) - want[i]) <= allowed)) ++bad;
+          }
+          CHECK_MSG(bad == 0 && got.back() == -7.0f,
+                    std::string(ds::isa_name(isa)) + " h=" + std::to_string(h) + " w=" + std::to_string(w) +
+                        " stride=" + std::to_string(stride) + " pad=" + std::to_string(pad) + " act=" +
+                        std::to_string(p.act) + ": " + std::to_string(bad) + " off");
+          ++cases;
+        }
+  CHECK(cases > 300);
+}
+
+}  // namespace
+
+TEST(dwconv3x3_reference_on_known_values) {
+  // 3x3 input 1..9, all-ones weights, pad 1, stride 2: outputs at (0,0), (0,2), (2,0), (2,2) sum the
+  // 2x2 corner blocks: 1+2+4+5, 2+3+5+6, 4+5+7+8, 5+6+8+9; bias 1; relu.
+  const float x[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const float w[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  ds::DwConv3x3Params p;
+  p.h = p.w = 3, p.oh = p.ow = 2, p.stride = 2, p.pad_top = p.pad_left = 1, p.act = 1;
+  float y[4];
+  ds::ds_f32_dwconv3x3__scalar(p, x, w, 1.0f, y);
+  CHECK_NEAR(y[0], 13, 0);
+  CHECK_NEAR(y[1], 17, 0);
+  CHECK_NEAR(y[2], 25, 0);
+  CHECK_NEAR(y[3], 29, 0);
+}
+
+TEST(dwconv3x3_avx512_matches_reference) { check_level(ds::Isa::kAvx512); }
