@@ -475,7 +475,9 @@ def ranges_of(qm: nn.Module) -> dict[str, tuple[float, float]]:
 
 def convert(qm: torch.fx.GraphModule, model: nn.Module | None = None) -> dict[str, tuple[float, float]]:
     """Write the trained weights and BatchNorm parameters/statistics of `qm` back into `model` (the
-    model given to prepare_qat by default) and return the activation ranges per IR value name.
+    model given to prepare_qat by default) and return the activation ranges per IR value name
+    (`complete_ranges(graph, ranges)` adds the values that only pass u8 through, such as a flatten
+    the graph input goes through first).
 
     `from_torch` then folds each BatchNorm with the same formula as `QATLayer.folded`, so
     `quantize_graph(optimize(from_torch(model, x)), ranges=convert(qm))` runs what QAT simulated."""
@@ -626,7 +628,7 @@ def quantize_for_export(graph, plan: QuantizePlan):
     from deepslim.quant import quantize_graph
     from deepslim.quant.calibrate import collect_stats, range_from_stats
 
-    ranges = dict(plan.ranges)
+    ranges = complete_ranges(graph, plan.ranges)
     method = plan.method if isinstance(plan.method, str) else "minmax"
     if isinstance(plan.method, dict):
         kinds = {"conv2d": "conv", "dense": "fc"}

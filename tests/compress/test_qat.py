@@ -278,3 +278,22 @@ def test_compress_runs_prune_then_qat_and_exports_an_int8_graph():
     assert qgraph.values["fc.weight"].dtype == "i8"
     out = run_quantized(qgraph, data[0])
     assert (out.argmax(1) == data[1]).mean() > 0.9
+
+
+def test_complete_ranges_covers_a_flatten_before_the_first_layer():
+    from deepslim.frontends.torch import from_torch
+    from deepslim.ir.passes import optimize
+    from deepslim.quant import quantize_graph, run_quantized
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(12, 5), nn.ReLU(), nn.Linear(5, 3)).eval()
+    qm = prepare_qat(net)
+    x = torch.randn(32, 1, 3, 4)
+    calibrate(qm, x.numpy())
+    ranges = convert(qm)
+    graph = optimize(from_torch(net, torch.zeros(1, 1, 3, 4)))
+    assert "0" not in ranges  # flatten (module "0") passes u8 through: no quantizer of its own
+    full = complete_ranges(graph, ranges)
+    assert full["0"] == ranges["input"]
+    out = run_quantized(quantize_graph(graph, ranges=full), x.numpy())
+    assert np.abs(out - qm.eval()(x).detach().numpy()).max() <= act_qparams(*ranges["output"])[0] * 1.01
