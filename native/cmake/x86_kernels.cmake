@@ -10,7 +10,10 @@ set(DEEPSLIM_SIMD_SOURCES
   src/kernels/ref/f32-dwconv3x3-scalar.cc)
 
 set(DEEPSLIM_X86_AVX2_SOURCES
-  src/kernels/x86/f32-gemm-6x16-avx2.cc)
+  src/kernels/x86/f32-gemm-6x16-avx2.cc
+  src/kernels/x86/qs8-gemm-avx2.cc)
+set(DEEPSLIM_X86_AVX512VNNI_SOURCES
+  src/kernels/x86/qs8-gemm-avx512vnni.cc)
 set(DEEPSLIM_X86_AVX512_SOURCES
   src/kernels/x86/f32-gemm-12x32-avx512.cc
   src/kernels/x86/f32-dwconv3x3-avx512.cc)
@@ -21,7 +24,10 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND CMAKE_CXX_COMPILE
   set_source_files_properties(${DEEPSLIM_X86_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")
   set_source_files_properties(${DEEPSLIM_X86_AVX512_SOURCES} PROPERTIES
     COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512dq;-mavx512vl;-mavx2;-mfma")
-  list(APPEND DEEPSLIM_SIMD_SOURCES ${DEEPSLIM_X86_AVX2_SOURCES} ${DEEPSLIM_X86_AVX512_SOURCES})
+  set_source_files_properties(${DEEPSLIM_X86_AVX512VNNI_SOURCES} PROPERTIES
+    COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512dq;-mavx512vl;-mavx512vnni;-mavx2;-mfma")
+  list(APPEND DEEPSLIM_SIMD_SOURCES ${DEEPSLIM_X86_AVX2_SOURCES} ${DEEPSLIM_X86_AVX512_SOURCES}
+       ${DEEPSLIM_X86_AVX512VNNI_SOURCES})
   # Tells src/core/dispatch.cc that the x86 tables exist.
   set_source_files_properties(src/core/dispatch.cc PROPERTIES COMPILE_DEFINITIONS DEEPSLIM_X86_KERNELS=1)
 endif()

@@ -48,15 +48,54 @@ std::vector<uint32_t> symbols(const TensorRecord& t, const StreamRecord& s, cons
   return out;
 }
 
-}  // namespace
-
-std::vector<float> decode_tensor(const TensorRecord& t, const uint8_t* file) {
+void check_crcs(const TensorRecord& t, const uint8_t* file) {
   for (const StreamRecord& s : t.streams) {
     const uint32_t crc = crc32(file + s.offset, s.length);
     if (crc != s.crc32)
       fail(DS_ERR_CHECKSUM, stream_label(t, s), ": CRC-32 0x", std::hex, crc,
            " does not match the stored 0x", s.crc32);
   }
+}
+
+}  // namespace
+
+std::vector<uint8_t> decode_tensor_bytes(const TensorRecord& t, const uint8_t* file) {
+  check_crcs(t, file);
+  const StreamRecord& vs = *t.stream(kRoleValues);
+  const size_t size = dtype_size(t.dtype);
+  // The entries' values (entry_count elements, the validated stream count).
+  std::vector<uint8_t> values(size_t(vs.count) * size);
+  if (vs.codec == kCodecRaw) {
+    if (!values.empty()) std::memcpy(values.data(), file + vs.offset, values.size());
+  } else {
+    // i8/u8 symbols (the loader allows no other dtype here): bits <= 8, one byte each.
+    const std::vector<uint32_t> sym = symbols(t, vs, file);
+    const unsigned bits = vs.bits;
+    for (size_t i = 0; i < sym.size(); ++i) {
+      uint32_t v = sym[i];
+      if (t.dtype == kDtypeI8 && bits < 8 && (v >> (bits - 1)) & 1u) v |= ~0u << bits;  // sign-extend
+      values[i] = uint8_t(v);
+    }
+  }
+  if (t.layout == 0) return values;
+
+  const StreamRecord& is = *t.stream(kRoleIndices);
+  const std::vector<uint32_t> rel = symbols(t, is, file);
+  std::vector<uint8_t> dense(size_t(t.elements) * size, 0);
+  uint64_t next = 0;  // as sparse_rel_expand
+  for (uint64_t i = 0; i < t.entry_count; ++i) {
+    const uint64_t p = next + rel[i];
+    if (p >= uint64_t(t.elements))
+      fail(DS_ERR_FORMAT, stream_label(t, is), ": sparse entry ", i, " lands at position ", p,
+           ", past the element count ", t.elements);
+    std::memcpy(dense.data() + p * size, values.data() + i * size, size);
+    next = p + 1;
+  }
+  return dense;
+}
+
+std::vector<float> decode_tensor(const TensorRecord& t, const uint8_t* file) {
+  check_crcs(t, file);
   const StreamRecord& vs = *t.stream(kRoleValues);
   std::vector<float> values;
   if (t.values == 0) {

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "core/cpu_features.h"
+#include "kernels/qu8.h"
 
 namespace ds {
 namespace {
@@ -44,6 +45,12 @@ KernelTable with_level(const char* isa, const GemmKernels* gemm, DwConv3x3Fn dwc
   return t;
 }
 
+KernelTable with_q(KernelTable t, const char* isa, const QKernels* q) {
+  t.isa = isa;
+  t.q = q;
+  return t;
+}
+
 bool built(Isa isa) {
 #if defined(DEEPSLIM_X86_KERNELS)
   (void)isa;
@@ -59,6 +66,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Vnni: return "avx512vnni";
     default: return "scalar";
   }
 }
@@ -70,12 +78,13 @@ bool isa_available(Isa isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2: return f.avx2 && f.fma;
     case Isa::kAvx512: return f.avx2 && f.fma && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl;
+    case Isa::kAvx512Vnni: return isa_available(Isa::kAvx512) && f.avx512vnni;
   }
   return false;
 }
 
 Isa best_isa() {
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx2})
+  for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx512, Isa::kAvx2})
     if (isa_available(isa)) return isa;
   return Isa::kScalar;
 }
@@ -84,7 +93,7 @@ Isa active_isa() {
   const char* forced = std::getenv("DS_FORCE_ISA");
   if (!forced || !*forced) return best_isa();
   std::string available;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
     if (!isa_available(isa)) continue;
     if (std::strcmp(forced, isa_name(isa)) == 0) return isa;
     available += available.empty() ? isa_name(isa) : cat(", ", isa_name(isa));
@@ -98,11 +107,17 @@ const KernelTable& kernels_for(Isa isa) {
 #if defined(DEEPSLIM_X86_KERNELS)
   static const KernelTable avx2 = with_level("avx2", &ds_f32_gemm_kernels__avx2, ds_f32_dwconv3x3__scalar);
   static const KernelTable avx512 = with_level("avx512", &ds_f32_gemm_kernels__avx512, ds_f32_dwconv3x3__avx512);
-  if (isa == Isa::kAvx2) return avx2;
-  if (isa == Isa::kAvx512) return avx512;
+  // int8: AVX2 kernels (vpmaddwd) up to AVX-512 without VNNI; vpdpbusd with it.
+  static const KernelTable avx2_q = with_q(avx2, "avx2", &ds_qkernels__avx2);
+  static const KernelTable avx512_q = with_q(avx512, "avx512", &ds_qkernels__avx2);
+  static const KernelTable avx512vnni = with_q(avx512, "avx512vnni", &ds_qkernels__avx512vnni);
+  if (isa == Isa::kAvx2) return avx2_q;
+  if (isa == Isa::kAvx512) return avx512_q;
+  if (isa == Isa::kAvx512Vnni) return avx512vnni;
 #endif
   static const KernelTable scalar = with_level("scalar", &ds_f32_gemm_kernels__scalar, ds_f32_dwconv3x3__scalar);
-  return scalar;
+  static const KernelTable scalar_q = with_q(scalar, "scalar", &ds_qkernels__scalar);
+  return scalar_q;
 }
 
 const KernelTable& select_kernels() { return kernels_for(active_isa()); }

@@ -1,5 +1,5 @@
 // Kernel selection, done once per session: the best ISA level the CPU and OS support (cpuid +
-// xgetbv, src/core/cpu_features), unless DS_FORCE_ISA=scalar|avx2|avx512 pins a level, which must
+// xgetbv, src/core/cpu_features), unless DS_FORCE_ISA=scalar|avx2|avx512|avx512vnni pins a level, which must
 // be available. Also the threaded GEMM entry point used by ops.
 #pragma once
 
@@ -9,7 +9,7 @@
 namespace ds {
 
 // Levels in increasing order; each includes the ones below.
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3 };
 
 const char* isa_name(Isa isa);
 // Whether this build has the level's kernels and this CPU (and OS) can run them.

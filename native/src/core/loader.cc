@@ -16,7 +16,6 @@ namespace {
 constexpr uint64_t kHeaderSize = 64;
 constexpr uint32_t kMaxCount = 1000000;  // values, nodes, tensors
 constexpr uint32_t kMaxAttrValues = 65536;
-constexpr uint8_t kDtypeF32 = 1;
 
 struct Header {
   uint32_t version, flags;
@@ -88,8 +87,12 @@ void check_stream(ByteReader& r, const TensorRecord& t, const StreamRecord& s, s
   const bool symbolic = s.codec != kCodecRaw;
   if (!symbolic && s.bits != 0) bad(cat("bits is ", unsigned(s.bits), " for a raw stream, expected 0"));
   if (symbolic && (s.bits < 1 || s.bits > 16)) bad(cat("bits ", unsigned(s.bits), " is outside 1..16"));
-  if (!symbolic && (s.count > s.length / 4 || s.count * 4 != s.length))
-    bad(cat("raw stream of ", s.count, " f32 needs ", s.count, " x 4 bytes, but its length is ", s.length));
+  // A raw stream holds elements of the tensor's dtype, except a codebook (always f32 centroids).
+  const uint8_t elem_dtype = s.role == kRoleValues && t.values == 0 ? t.dtype : uint8_t(kDtypeF32);
+  const uint64_t esize = dtype_size(elem_dtype);
+  if (!symbolic && (s.count > s.length / esize || s.count * esize != s.length))
+    bad(cat("raw stream of ", s.count, " ", dtype_name(elem_dtype), " needs ", s.count, " x ", esize,
+            " bytes, but its length is ", s.length));
   if (s.codec == kCodecBitpack && s.count <= uint64_t(kMaxElements) && (s.count * s.bits + 7) / 8 != s.length)
     bad(cat("bitpack stream of ", s.count, " x ", unsigned(s.bits), " bits needs ", (s.count * s.bits + 7) / 8,
             " bytes, but its length is ", s.length));
@@ -97,7 +100,14 @@ void check_stream(ByteReader& r, const TensorRecord& t, const StreamRecord& s, s
   switch (s.role) {
     case kRoleValues:
       if (s.count != t.entry_count) bad(cat("count ", s.count, " is not the entry count ", t.entry_count));
-      if (t.values == 0 && symbolic) bad("raw values must use codec 0 (raw)");
+      if (t.values == 0 && symbolic) {
+        if (t.dtype != kDtypeI8 && t.dtype != kDtypeU8)
+          bad(cat("raw ", dtype_name(t.dtype), " values must use codec 0 (raw)"));
+        if (s.codec == kCodecBitpack && s.bits > 8)
+          bad(cat("bit-packed ", dtype_name(t.dtype), " values have bits ", unsigned(s.bits), ", more than 8"));
+        if (s.codec == kCodecHuffman && s.bits != 8)
+          bad(cat("huffman-coded ", dtype_name(t.dtype), " values must have bits = 8, not ", unsigned(s.bits)));
+      }
       if (t.values == 1 && (!symbolic || s.bits != t.cluster_bits))
         bad(cat("cluster indices must be bitpack or huffman with bits = cluster_bits (", unsigned(t.cluster_bits), ")"));
       break;
@@ -122,8 +132,8 @@ TensorRecord read_tensor_record(ByteReader& r, uint64_t data_start, uint64_t fil
   TensorRecord t;
   t.name = r.str("name");
   r.set_context(cat(r.context(), " ('", t.name, "')"));
-  if (const uint8_t dtype = r.u8("dtype"); dtype != kDtypeF32)
-    r.error("dtype", cat(unsigned(dtype), " is not 1 (f32)"));
+  t.dtype = r.u8("dtype");
+  if (!dtype_known(t.dtype)) r.error("dtype", cat(unsigned(t.dtype), " is not 1 (f32), 2 (i8), 3 (u8) or 4 (i32)"));
   const uint8_t rank = r.u8("rank");
   if (rank > kMaxRank) r.error("rank", cat(unsigned(rank), " is over the limit of 8"));
   for (uint8_t i = 0; i < rank; ++i) {
@@ -151,6 +161,8 @@ TensorRecord read_tensor_record(ByteReader& r, uint64_t data_start, uint64_t fil
     r.error("entry_count", cat(t.entry_count, " is not the element count ", t.elements, " of a dense tensor"));
   if (t.layout == 1 && t.entry_count > uint64_t(t.elements))
     r.error("entry_count", cat(t.entry_count, " is over the element count ", t.elements));
+  if (t.dtype != kDtypeF32 && t.values != 0)
+    r.error("values", cat("a ", dtype_name(t.dtype), " tensor stores raw values (0), not a codebook of f32"));
 
   const uint8_t stream_count = r.u8("stream_count");
   if (stream_count > 4) r.error("stream_count", cat(unsigned(stream_count), " is over the limit of 4"));
@@ -236,7 +248,9 @@ void read_graph(const uint8_t* data, const Header& h, const std::vector<TensorRe
     val.name = r.str("name");
     r.set_context(cat("value ", v, " ('", val.name, "')"));
     if (!names.insert(val.name).second) r.error("name", "the name is used by an earlier value");
-    if (const uint8_t dtype = r.u8("dtype"); dtype != kDtypeF32) r.error("dtype", cat(unsigned(dtype), " is not 1 (f32)"));
+    val.dtype = r.u8("dtype");
+    if (!dtype_known(val.dtype))
+      r.error("dtype", cat(unsigned(val.dtype), " is not 1 (f32), 2 (i8), 3 (u8) or 4 (i32)"));
     const uint8_t rank = r.u8("rank");
     if (rank > kMaxRank) r.error("rank", cat(unsigned(rank), " is over the limit of 8"));
     Shape known;  // dims with the run-time dimension counted as 1, for the element-count limit
@@ -261,6 +275,10 @@ void read_graph(const uint8_t* data, const Header& h, const std::vector<TensorRe
       tensor_used[size_t(val.tensor_index)] = true;
       if (t.dims != val.dims)
         r.error("dims", cat(shape_str(val.dims), " differ from tensor '", t.name, "' ", shape_str(t.dims)));
+      if (t.dtype != val.dtype)
+        r.error("dtype", cat(dtype_name(val.dtype), " differs from tensor '", t.name, "' (", dtype_name(t.dtype), ")"));
+    } else if (val.dtype != kDtypeF32 && val.dtype != kDtypeU8) {
+      r.error("dtype", cat(dtype_name(val.dtype), " is not an activation dtype (f32 or u8)"));
     }
   }
 
@@ -280,9 +298,16 @@ void read_graph(const uint8_t* data, const Header& h, const std::vector<TensorRe
   for (uint32_t id : m.inputs) {
     if (m.values[id].tensor_index >= 0) r.error("value id", cat("input '", m.values[id].name, "' is a constant"));
     if (available[id]) r.error("value id", cat("input '", m.values[id].name, "' is listed twice"));
+    if (m.values[id].dtype != kDtypeF32)
+      r.error("value id", cat("input '", m.values[id].name, "' is ", dtype_name(m.values[id].dtype),
+                              "; this runtime takes f32 graph inputs (quantize inside the graph)"));
     available[id] = true;
   }
   read_ids("graph outputs", m.outputs);
+  for (uint32_t id : m.outputs)
+    if (m.values[id].dtype != kDtypeF32)
+      r.error("value id", cat("output '", m.values[id].name, "' is ", dtype_name(m.values[id].dtype),
+                              "; this runtime returns f32 graph outputs (dequantize inside the graph)"));
   // Only a graph input's first dimension (the batch) may be fixed at run time.
   for (uint32_t v = 0; v < value_count; ++v) {
     const Value& val = m.values[v];
@@ -355,6 +380,39 @@ void read_graph(const uint8_t* data, const Header& h, const std::vector<TensorRe
     if (!available[id]) fail(DS_ERR_FORMAT, "graph output '", m.values[id].name, "' is never produced");
 }
 
+// Each node's input dtypes (and, for the quantized ops, the contents of their constants) against
+// what its op takes, and its output value's declared dtype against the op's result.
+void check_dtypes(const Model& m) {
+  std::vector<ValueInfo> in;
+  for (const Node& node : m.nodes) {
+    in.clear();
+    for (uint32_t id : node.inputs) {
+      if (id == kAbsentInput) {
+        in.push_back({0, nullptr, nullptr});
+        continue;
+      }
+      const Value& v = m.values[id];
+      const Tensor* t = v.tensor_index >= 0 ? &m.tensors[size_t(v.tensor_index)] : nullptr;
+      in.push_back({v.dtype, &v.dims, t ? t->ptr() : nullptr});
+    }
+    const std::string who = node_where(node.name, node.op->name);
+    uint8_t out;
+    if (node.op->check_dtypes) {
+      out = node.op->check_dtypes(node.params, in, who);
+    } else {
+      for (size_t i = 0; i < in.size(); ++i)
+        if (in[i].dims && in[i].dtype != kDtypeF32)
+          fail(DS_ERR_FORMAT, who, ": input ", i, " ('", m.values[node.inputs[i]].name, "') is ",
+               dtype_name(in[i].dtype), "; the op takes f32");
+      out = kDtypeF32;
+    }
+    const Value& ov = m.values[node.outputs[0]];
+    if (ov.dtype != out)
+      fail(DS_ERR_FORMAT, who, ": output '", ov.name, "' is declared ", dtype_name(ov.dtype), " but the op gives ",
+           dtype_name(out));
+  }
+}
+
 // Output dims as the C API reports them: a dimension that changes with the batch is -1.
 void derive_io_dims(Model& m) {
   std::vector<Shape> one, two;
@@ -416,11 +474,14 @@ std::unique_ptr<Model> load_model(const uint8_t* data, size_t size) {
   read_graph(data, h, records, *m);
   for (TensorRecord& t : records) {
     Tensor tensor;
-    tensor.data = decode_tensor(t, data);
+    tensor.dtype = t.dtype;
+    if (t.dtype == kDtypeF32) tensor.data = decode_tensor(t, data);
+    else tensor.bytes = decode_tensor_bytes(t, data);
     tensor.name = std::move(t.name);
     tensor.dims = std::move(t.dims);
     m->tensors.push_back(std::move(tensor));
   }
+  check_dtypes(*m);  // every node's input dtypes and quantization constants
   derive_io_dims(*m);  // also checks that every node's shapes fit, at batch 1 and 2
   return m;
 }

@@ -1,4 +1,5 @@
-// A loaded, fully decoded model: the graph with validated, parsed nodes and dense float32 constants.
+// A loaded, fully decoded model: the graph with validated, parsed nodes and dense constants (f32,
+// or the bytes of i8/u8/i32).
 #pragma once
 
 #include <cstdint>
@@ -6,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "common/shape.h"
 #include "ops/op.h"
 
@@ -18,6 +20,7 @@ struct Value {
   std::string name;
   Shape dims;                // as stored; -1 only for a graph input's batch
   int32_t tensor_index = -1; // -1 for an activation
+  uint8_t dtype = kDtypeF32;  // Dtype; an activation is f32 or u8
 };
 
 struct Node {
@@ -31,7 +34,12 @@ struct Node {
 struct Tensor {
   std::string name;
   Shape dims;
-  std::vector<float> data;  // decoded, dense, C order
+  uint8_t dtype = kDtypeF32;
+  std::vector<float> data;     // f32: decoded, dense, C order
+  std::vector<uint8_t> bytes;  // i8, u8, i32: the elements' bytes, dense, C order
+  const void* ptr() const {
+    return dtype == kDtypeF32 ? static_cast<const void*>(data.data()) : static_cast<const void*>(bytes.data());
+  }
 };
 
 struct Model {

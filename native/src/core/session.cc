@@ -51,6 +51,24 @@ Session::Session(const Model& model, int threads)
   input_data_.assign(model.inputs.size(), nullptr);
   input_shapes_.resize(model.inputs.size());
   input_bound_.assign(model.inputs.size(), false);
+  if (threads > 1) pool_ = std::make_unique<ThreadPool>(threads);
+  // Per-session op state (packed weights for the chosen kernels), built once.
+  states_.resize(model.nodes.size());
+  std::vector<ValueInfo> info;
+  for (size_t i = 0; i < model.nodes.size(); ++i) {
+    const Node& node = model.nodes[i];
+    if (!node.op->prepare) continue;
+    info.clear();
+    for (uint32_t id : node.inputs) {
+      if (id == kAbsentInput) {
+        info.push_back({0, nullptr, nullptr});
+        continue;
+      }
+      const Value& v = model.values[id];
+      info.push_back({v.dtype, &v.dims, v.tensor_index >= 0 ? model.tensors[size_t(v.tensor_index)].ptr() : nullptr});
+    }
+    states_[i] = node.op->prepare(node.params, info, kernels_, threads);
+  }
 }
 
 void Session::set_input(size_t index, const float* data, const Shape& shape) {
@@ -85,7 +103,7 @@ void Session::plan() {
     for (uint32_t id : node.inputs)
       if (id != kAbsentInput && slot[id] != SIZE_MAX) plan[slot[id]].last = i;
     const uint32_t out = node.outputs[0];
-    const size_t bytes = size_t(element_count(shapes[out], model_.values[out].name)) * sizeof(float);
+    const size_t bytes = size_t(element_count(shapes[out], model_.values[out].name)) * dtype_size(model_.values[out].dtype);
     slot[out] = plan.size();
     plan.push_back({out, 0, bytes, i, i});
     activation += bytes;
@@ -112,7 +130,7 @@ void Session::plan() {
 
 const float* Session::value_data(uint32_t id) const {
   const Value& v = model_.values[id];
-  if (v.tensor_index >= 0) return model_.tensors[size_t(v.tensor_index)].data.data();
+  if (v.tensor_index >= 0) return static_cast<const float*>(model_.tensors[size_t(v.tensor_index)].ptr());
   for (size_t i = 0; i < model_.inputs.size(); ++i)
     if (model_.inputs[i] == id) return input_data_[i];
   return buffers_[id];
@@ -128,14 +146,18 @@ void Session::require_bound() const {
 void Session::run() {
   require_bound();
   if (!planned_) plan();
-  for (const Node& node : model_.nodes) {
+  for (size_t i = 0; i < model_.nodes.size(); ++i) {
+    const Node& node = model_.nodes[i];
     scratch_.clear();  // capacity reserved by plan(): no allocation
     for (uint32_t id : node.inputs) {
       if (id == kAbsentInput) scratch_.push_back({nullptr, nullptr});
-      else scratch_.push_back({value_data(id), &shapes_[id]});
+      else scratch_.push_back({value_data(id), &shapes_[id], model_.values[id].dtype});
     }
     const uint32_t out = node.outputs[0];
-    node.op->run(node.params, scratch_, buffers_[out], shapes_[out], kernels_);
+    if (node.op->run_prepared)
+      node.op->run_prepared(node.params, {states_[i].get(), pool_.get()}, scratch_, buffers_[out], shapes_[out], kernels_);
+    else
+      node.op->run(node.params, scratch_, buffers_[out], shapes_[out], kernels_);
   }
   ran_ = true;
 }

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "core/model.h"
+#include "core/thread_pool.h"
 #include "kernels/kernels.h"
 
 namespace ds {
@@ -14,7 +16,7 @@ namespace ds {
 // a graph output, which must survive the run).
 struct BufferPlan {
   uint32_t value;
-  size_t offset, bytes;  // offset is a multiple of 64; bytes = elements * 4
+  size_t offset, bytes;  // offset is a multiple of 64; bytes = elements * dtype size
   size_t first, last;
 };
 
@@ -58,6 +60,8 @@ class Session {
   std::vector<float> arena_storage_; // the arena, plus room to align it to 64 bytes
   size_t arena_bytes_ = 0, activation_bytes_ = 0;
   std::vector<OpInput> scratch_;     // node inputs during run(), reserved by plan()
+  std::vector<std::shared_ptr<const void>> states_;  // per node: what its op's prepare built
+  std::unique_ptr<ThreadPool> pool_;  // threads_ > 1 only
 };
 
 }  // namespace ds

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "common/shape.h"
 
 namespace ds {
@@ -20,6 +21,7 @@ struct StreamRecord {
 
 struct TensorRecord {
   std::string name;
+  uint8_t dtype = kDtypeF32;
   Shape dims;
   int64_t elements = 0;
   uint8_t layout = 0;  // 0 dense, 1 sparse_rel
@@ -38,7 +40,11 @@ const char* role_name(uint8_t role);
 
 // Checks each stream's CRC-32 (DS_ERR_CHECKSUM) and decodes the tensor to dense float32
 // (DS_ERR_FORMAT for a bad code, cluster index or sparse position). The record has been validated
-// against the file size and the stream rules already.
+// against the file size and the stream rules already. For an f32 record only.
 std::vector<float> decode_tensor(const TensorRecord& t, const uint8_t* file);
+
+// The same for an i8, u8 or i32 record (dense): the elements' bytes, little-endian, C order. i8
+// bit-packed symbols are sign-extended from their width (int4 weights).
+std::vector<uint8_t> decode_tensor_bytes(const TensorRecord& t, const uint8_t* file);
 
 }  // namespace ds

@@ -2,6 +2,7 @@
 // i*group + g. A strided copy: the output (N, C/group, group, H*W) reads the input's
 // (N, group, C/group, H*W) with the middle axes swapped.
 #include "common/error.h"
+#include "kernels/qu8.h"
 #include "ops/op.h"
 
 namespace ds {
@@ -36,11 +37,14 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
   const int64_t dims[4] = {os[0], cg, g, hw};
   const int64_t strides[4] = {os[1] * hw, hw, cg * hw, 1};  // input strides of (n, i, g, pixel)
   for (int i = 0; i < 4; ++i) c.dims[i] = dims[i], c.strides[i] = strides[i];
-  k.copy_nd(c, in[0].data, out);
+  if (in[0].dtype == kDtypeU8)
+    ds_x8_copy_nd__scalar(c, in[0].as<uint8_t>(), reinterpret_cast<uint8_t*>(out));
+  else
+    k.copy_nd(c, in[0].data, out);
 }
 
 }  // namespace
 
-extern const OpDef kChannelShuffleOp = {17, "channel_shuffle", 1, 1, parse, infer_shape, run};
+extern const OpDef kChannelShuffleOp = {17, "channel_shuffle", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8};
 
 }  // namespace ds

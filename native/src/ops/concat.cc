@@ -1,5 +1,6 @@
 // concat (op id 14): 1 to 255 inputs joined along `axis` (required; negative counts from the end).
 #include "common/error.h"
+#include "kernels/qu8.h"
 #include "ops/op.h"
 
 namespace ds {
@@ -49,11 +50,17 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
     sizes[i] = (*in[i].shape)[axis] * inner;
   }
   const ConcatParams c{product(os, 0, axis), int32_t(in.size()), sizes};
-  k.concat(c, xs, out);
+  if (in[0].dtype == kDtypeU8) {
+    const uint8_t* bs[kMaxInputs];
+    for (size_t i = 0; i < in.size(); ++i) bs[i] = in[i].as<uint8_t>();
+    ds_x8_concat__scalar(c, bs, nullptr, reinterpret_cast<uint8_t*>(out));
+  } else {
+    k.concat(c, xs, out);
+  }
 }
 
 }  // namespace
 
-extern const OpDef kConcatOp = {14, "concat", 1, kMaxInputs, parse, infer_shape, run, true};
+extern const OpDef kConcatOp = {14, "concat", 1, kMaxInputs, parse, infer_shape, run, true, same_dtype_f32_or_u8};
 
 }  // namespace ds

@@ -34,11 +34,11 @@ void run(const OpParams&, const std::vector<OpInput>& in, float* out, const Shap
          const KernelTable&) {
   int64_t n = 1;
   for (int64_t d : os) n *= d;
-  std::memcpy(out, in[0].data, size_t(n) * sizeof(float));
+  std::memcpy(out, in[0].data, size_t(n) * dtype_size(in[0].dtype));
 }
 
 }  // namespace
 
-extern const OpDef kFlattenOp = {6, "flatten", 1, 1, parse, infer_shape, run};
+extern const OpDef kFlattenOp = {6, "flatten", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8};
 
 }  // namespace ds

@@ -1,4 +1,5 @@
 // global_maxpool (op id 23): the max of each (n, c) plane; output (N,C,1,1).
+#include "kernels/qu8.h"
 #include "ops/global_pool.h"
 
 namespace ds {
@@ -15,11 +16,14 @@ Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const st
 
 void run(const OpParams&, const std::vector<OpInput>& in, float* out, const Shape&, const KernelTable& k) {
   const Shape& x = *in[0].shape;
-  k.global_maxpool(x[0] * x[1], product(x, 2), in[0].data, out);
+  if (in[0].dtype == kDtypeU8)
+    ds_u8_global_maxpool__scalar(x[0] * x[1], product(x, 2), in[0].as<uint8_t>(), reinterpret_cast<uint8_t*>(out));
+  else
+    k.global_maxpool(x[0] * x[1], product(x, 2), in[0].data, out);
 }
 
 }  // namespace
 
-extern const OpDef kGlobalMaxPoolOp = {23, "global_maxpool", 1, 1, parse, infer_shape, run};
+extern const OpDef kGlobalMaxPoolOp = {23, "global_maxpool", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8};
 
 }  // namespace ds

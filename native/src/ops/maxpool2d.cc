@@ -1,4 +1,5 @@
 // maxpool2d (op id 3): x (N,C,H,W).
+#include "kernels/qu8.h"
 #include "ops/pool2d.h"
 
 namespace ds {
@@ -14,11 +15,13 @@ Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const 
 
 void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os,
          const KernelTable& k) {
-  k.maxpool2d(pool2d_kernel_params(p, *in[0].shape, os), in[0].data, out);
+  const Pool2dParams q = pool2d_kernel_params(p, *in[0].shape, os);
+  if (in[0].dtype == kDtypeU8) ds_u8_maxpool2d__scalar(q, in[0].as<uint8_t>(), reinterpret_cast<uint8_t*>(out));
+  else k.maxpool2d(q, in[0].data, out);
 }
 
 }  // namespace
 
-extern const OpDef kMaxPool2dOp = {3, "maxpool2d", 1, 1, parse, infer_shape, run};
+extern const OpDef kMaxPool2dOp = {3, "maxpool2d", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8};
 
 }  // namespace ds

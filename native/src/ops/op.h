@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"
 #include "common/shape.h"
 #include "kernels/kernels.h"
 
@@ -44,12 +46,42 @@ struct OpParams {
   int32_t coord = 0, nearest = 0;      // resize: ResizeCoord, ResizeNearest
   std::vector<int64_t> list;           // reshape `shape`, transpose `perm`, pad `pads`, slice `starts`
   std::vector<int64_t> axes, ends;     // slice
+  // Quantized ops (25-32): zero points, fixed-point multipliers and shifts, output clamp.
+  float scale = 1.0f;                  // quantize, dequantize
+  int32_t zp = 0;                      // quantize/dequantize zero_point; x_zero_point; a_zero_point
+  int32_t zp_b = 0;                    // qadd b_zero_point
+  int32_t y_zp = 0;                    // y_zero_point
+  int32_t act_min = 0, act_max = 255;
+  int64_t mult = 0, mult_b = 0;        // qadd a/b multipliers; qglobal_avgpool multiplier
+  int32_t shift = 0;                   // qadd, qglobal_avgpool
+  std::vector<int64_t> zps, mults, shifts;  // qconcat, per input
 };
 
-// An op input at run time: data is null for an absent optional input.
+// A node input as the loader knows it: dtype, declared dims, and the data of a constant (null for
+// an activation).
+struct ValueInfo {
+  uint8_t dtype;
+  const Shape* dims;  // null for an absent optional input
+  const void* data;
+};
+
+class ThreadPool;
+
+// An op input at run time: data is null for an absent optional input. `data` points at elements
+// of `dtype` (u8 activations of the quantized ops are passed through the same pointer).
 struct OpInput {
   const float* data;
   const Shape* shape;
+  uint8_t dtype = kDtypeF32;
+  template <typename T>
+  const T* as() const { return reinterpret_cast<const T*>(data); }
+};
+
+// What a prepared op gets at run time besides its inputs: the state its `prepare` built once per
+// session (packed weights), and the session's thread pool.
+struct RunContext {
+  const void* state;
+  ThreadPool* pool;
 };
 
 struct OpDef {
@@ -66,12 +98,22 @@ struct OpDef {
               const KernelTable& kernels);
   // Every input is required (concat); otherwise inputs from min_inputs on are optional.
   bool variadic = false;
+  // Input dtypes (and the contents of constant inputs of quantized ops) at load: returns the
+  // output dtype or throws DS_ERR_FORMAT naming `who` and the input or attribute. Null: the op
+  // takes f32 only and gives f32.
+  uint8_t (*check_dtypes)(const OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) = nullptr;
+  // Optional, once per session: state built from the constant inputs (packed weights) for the
+  // session's kernels. When set, run_prepared is called instead of run.
+  std::shared_ptr<const void> (*prepare)(const OpParams& p, const std::vector<ValueInfo>& in,
+                                         const KernelTable& kernels, int threads) = nullptr;
+  void (*run_prepared)(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& inputs, void* out,
+                       const Shape& out_shape, const KernelTable& kernels) = nullptr;
 };
 
 // The op with this id, or null.
 const OpDef* find_op(uint16_t id);
 // The largest op id this runtime knows (ids 1..kMaxOpId).
-constexpr uint16_t kMaxOpId = 24;
+constexpr uint16_t kMaxOpId = 32;
 
 // Attribute access with defaults, type checks and a check that no unknown key is left over.
 class AttrParser {
@@ -104,6 +146,10 @@ Activation parse_epilogue(AttrParser& a);
 void check_activation_kind(int64_t kind, const AttrParser& a, const char* key);
 // conv2d and conv_transpose2d: `strides`, `pads`, `dilations`, `group`, with range checks.
 void parse_conv_window(AttrParser& a, OpParams& p);
+
+// check_dtypes of the ops that take u8 activations unchanged (docs/format.md): every input of one
+// dtype, f32 or u8; the output has it.
+uint8_t same_dtype_f32_or_u8(const OpParams& p, const std::vector<ValueInfo>& in, const std::string& who);
 
 // "node 'add_3' (add)", for shape errors.
 std::string node_where(const std::string& node, const char* op);

@@ -6,7 +6,8 @@ namespace ds {
 extern const OpDef kConv2dOp, kDenseOp, kMaxPool2dOp, kAvgPool2dOp, kReluOp, kFlattenOp, kSoftmaxOp,
     kBatchNormOp, kActivationOp, kAddOp, kSubOp, kMulOp, kDivOp, kConcatOp, kConvTranspose2dOp, kLrnOp,
     kChannelShuffleOp, kReshapeOp, kTransposeOp, kPadOp, kResizeOp, kGlobalAvgPoolOp, kGlobalMaxPoolOp,
-    kSliceOp;
+    kSliceOp, kQuantizeOp, kDequantizeOp, kQConv2dOp, kQDenseOp, kQAddOp, kQConcatOp, kQLutOp,
+    kQGlobalAvgPoolOp;
 
 const OpDef* find_op(uint16_t id) {
   static const OpDef* const ops[] = {
@@ -14,7 +15,9 @@ const OpDef* find_op(uint16_t id) {
       &kFlattenOp,   &kSoftmaxOp,     &kBatchNormOp,       &kActivationOp,      &kAddOp,
       &kSubOp,       &kMulOp,         &kDivOp,             &kConcatOp,          &kConvTranspose2dOp,
       &kLrnOp,       &kChannelShuffleOp, &kReshapeOp,      &kTransposeOp,       &kPadOp,
-      &kResizeOp,    &kGlobalAvgPoolOp, &kGlobalMaxPoolOp, &kSliceOp};
+      &kResizeOp,    &kGlobalAvgPoolOp, &kGlobalMaxPoolOp, &kSliceOp,     &kQuantizeOp,
+      &kDequantizeOp, &kQConv2dOp,    &kQDenseOp,          &kQAddOp,            &kQConcatOp,
+      &kQLutOp,      &kQGlobalAvgPoolOp};
   for (const OpDef* op : ops)
     if (op->id == id) return op;
   return nullptr;
@@ -125,6 +128,17 @@ void parse_conv_window(AttrParser& a, OpParams& p) {
   for (int64_t v : p.pads)
     if (v < 0 || v > kMaxWindowParam) fail(DS_ERR_FORMAT, a.where(), ": pad ", v, " is outside 0..2^20");
   if (p.group < 1 || p.group > kMaxElements) fail(DS_ERR_FORMAT, a.where(), ": group ", p.group, " is < 1");
+}
+
+uint8_t same_dtype_f32_or_u8(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+  const uint8_t d = in[0].dtype;
+  if (d != kDtypeF32 && d != kDtypeU8)
+    fail(DS_ERR_FORMAT, who, ": input 0 is ", dtype_name(d), "; the op takes f32 or u8");
+  for (size_t i = 1; i < in.size(); ++i)
+    if (in[i].dims && in[i].dtype != d)
+      fail(DS_ERR_FORMAT, who, ": input ", i, " is ", dtype_name(in[i].dtype), " but input 0 is ", dtype_name(d),
+           " (a u8 input needs every input to be u8)");
+  return d;
 }
 
 int64_t window_output_size(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t kernel,

@@ -1,7 +1,10 @@
 // pad (op id 20): `pads` ints[2*rank] = [begin of each axis..., end of each axis...] (>= 0);
 // `mode` "constant" (with `value`), "reflect" (mirror without the edge; pad < size) or "edge".
 
+#include <cstring>
+
 #include "common/error.h"
+#include "kernels/qu8.h"
 #include "ops/op.h"
 
 namespace ds {
@@ -47,7 +50,7 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
          const KernelTable& k) {
   const Shape& x = *in[0].shape;
   if (x.empty()) {  // a scalar: nothing to pad
-    out[0] = in[0].data[0];
+    std::memcpy(out, in[0].data, dtype_size(in[0].dtype));
     return;
   }
   PadParams q;
@@ -55,11 +58,21 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
   q.mode = p.mode;
   q.value = p.value;
   for (size_t i = 0; i < x.size(); ++i) q.in_dims[i] = x[i], q.dims[i] = os[i], q.begin[i] = p.list[i];
-  k.pad(q, in[0].data, out);
+  if (in[0].dtype == kDtypeU8) ds_u8_pad__scalar(q, in[0].as<uint8_t>(), reinterpret_cast<uint8_t*>(out));
+  else k.pad(q, in[0].data, out);
+}
+
+// u8 takes constant padding only with an integer value 0..255 (the zero point).
+uint8_t check_dtypes(const OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
+  const uint8_t d = same_dtype_f32_or_u8(p, in, who);
+  if (d == kDtypeU8 && p.mode == kPadConstant && !(p.value >= 0.0f && p.value <= 255.0f && p.value == float(int(p.value))))
+    fail(DS_ERR_FORMAT, who, ": attribute 'value' is ", p.value,
+         "; padding u8 needs an integer 0..255 (the zero point)");
+  return d;
 }
 
 }  // namespace
 
-extern const OpDef kPadOp = {20, "pad", 1, 1, parse, infer_shape, run};
+extern const OpDef kPadOp = {20, "pad", 1, 1, parse, infer_shape, run, false, check_dtypes};
 
 }  // namespace ds

@@ -50,11 +50,11 @@ Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const 
 }
 
 void run(const OpParams&, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable&) {
-  std::memcpy(out, in[0].data, size_t(product(os)) * sizeof(float));
+  std::memcpy(out, in[0].data, size_t(product(os)) * dtype_size(in[0].dtype));
 }
 
 }  // namespace
 
-extern const OpDef kReshapeOp = {18, "reshape", 1, 1, parse, infer_shape, run};
+extern const OpDef kReshapeOp = {18, "reshape", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8};
 
 }  // namespace ds

@@ -1,6 +1,7 @@
 // resize (op id 21): ONNX Resize (opset 13+) of x (N,C,H,W) to `sizes` (H, W); modes nearest and
 // linear (bilinear), the coordinate transformation and nearest rounding modes of ONNX.
 #include "common/error.h"
+#include "kernels/qu8.h"
 #include "ops/op.h"
 
 namespace ds {
@@ -46,11 +47,19 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
          const KernelTable& k) {
   const Shape& x = *in[0].shape;
   const ResizeParams r{x[0] * x[1], x[2], x[3], os[2], os[3], p.coord, p.nearest};
-  (p.mode == 1 ? k.resize_linear : k.resize_nearest)(r, in[0].data, out);
+  if (in[0].dtype == kDtypeU8) ds_u8_resize_nearest__scalar(r, in[0].as<uint8_t>(), reinterpret_cast<uint8_t*>(out));
+  else (p.mode == 1 ? k.resize_linear : k.resize_nearest)(r, in[0].data, out);
+}
+
+uint8_t check_dtypes(const OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
+  const uint8_t d = same_dtype_f32_or_u8(p, in, who);
+  if (d == kDtypeU8 && p.mode != 0)
+    fail(DS_ERR_FORMAT, who, ": attribute 'mode' is linear; resizing u8 needs mode nearest");
+  return d;
 }
 
 }  // namespace
 
-extern const OpDef kResizeOp = {21, "resize", 1, 1, parse, infer_shape, run};
+extern const OpDef kResizeOp = {21, "resize", 1, 1, parse, infer_shape, run, false, check_dtypes};
 
 }  // namespace ds

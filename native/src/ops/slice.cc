@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "kernels/qu8.h"
 #include "ops/op.h"
 
 namespace ds {
@@ -85,11 +86,14 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
     c.offset += begin[i] * stride;
     stride *= x[i];
   }
-  k.copy_nd(c, in[0].data, out);
+  if (in[0].dtype == kDtypeU8)
+    ds_x8_copy_nd__scalar(c, in[0].as<uint8_t>(), reinterpret_cast<uint8_t*>(out));
+  else
+    k.copy_nd(c, in[0].data, out);
 }
 
 }  // namespace
 
-extern const OpDef kSliceOp = {24, "slice", 1, 1, parse, infer_shape, run};
+extern const OpDef kSliceOp = {24, "slice", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8};
 
 }  // namespace ds

@@ -1,6 +1,7 @@
 // transpose (op id 19): output axis k is input axis perm[k]. Without `perm`, the axes are
 // reversed (ONNX Transpose's default).
 #include "common/error.h"
+#include "kernels/qu8.h"
 #include "ops/op.h"
 
 namespace ds {
@@ -56,11 +57,14 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
     c.dims[i] = os[i];
     c.strides[i] = in_strides[perm_at(p, x.size(), i)];
   }
-  k.copy_nd(c, in[0].data, out);
+  if (in[0].dtype == kDtypeU8)
+    ds_x8_copy_nd__scalar(c, in[0].as<uint8_t>(), reinterpret_cast<uint8_t*>(out));
+  else
+    k.copy_nd(c, in[0].data, out);
 }
 
 }  // namespace
 
-extern const OpDef kTransposeOp = {19, "transpose", 1, 1, parse, infer_shape, run};
+extern const OpDef kTransposeOp = {19, "transpose", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8};
 
 }  // namespace ds

@@ -1,0 +1,141 @@
+// Quantized (u8 activations, i8 weights, i32 accumulation) kernels and u8 data movement
+// (docs/format.md, "Quantized inference (int8)"). Names: ds_qu8_* compute on quantized values,
+// ds_u8_* / ds_x8_* move bytes. Pure functions on pointers, like kernels/kernels.h.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace ds {
+
+// ---- fixed-point requantization, exactly as docs/format.md (numpy int64 semantics: the
+// product and the rounding addition wrap modulo 2^64; >> is arithmetic). ----
+inline int64_t qu8_round_shift(int64_t v, int n) {  // n in 1..62
+  const uint64_t u = uint64_t(v) + (uint64_t(1) << (n - 1));
+  return int64_t(u) >> n;
+}
+inline int64_t qu8_requant(int64_t acc, int32_t multiplier, int32_t shift) {
+  return qu8_round_shift(int64_t(uint64_t(acc) * uint64_t(int64_t(multiplier))), 31 + shift);
+}
+inline uint8_t qu8_clamp(int64_t v, int32_t lo, int32_t hi) {
+  return uint8_t(v < lo ? lo : v > hi ? hi : v);
+}
+
+// The output epilogue of qconv2d/qdense: clamp(y_zp + requant(acc), act_min, act_max).
+struct QuantOut {
+  int32_t y_zp = 0, act_min = 0, act_max = 255;
+};
+
+// Per output channel o: bias[o] (i32), multiplier[o], shift[o].
+struct QChannelParams {
+  const int32_t* bias;
+  const int32_t* multiplier;
+  const int32_t* shift;
+};
+
+// NCHW u8 convolution with i8 weights (O, C/group, kh, kw); padded positions take x = x_zp.
+struct QConv2dParams {
+  Conv2dParams conv;  // conv.act unused
+  int32_t x_zp = 0;
+  QuantOut out;
+};
+
+// Reference kernels (src/kernels/ref).
+void ds_qu8_conv2d__scalar(const QConv2dParams& p, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
+                           uint8_t* y);
+// y (n, m) from x (n, k) and w (m, k).
+void ds_qu8_dense__scalar(int64_t n, int64_t k, int64_t m, int32_t x_zp, const QuantOut& q, const uint8_t* x,
+                          const int8_t* w, const QChannelParams& ch, uint8_t* y);
+// y = clamp(y_zp + round_shift((a - a_zp) * a_mult + (b - b_zp) * b_mult, 31 + shift), lo, hi)
+struct QAddParams {
+  int32_t a_zp, b_zp;
+  int64_t a_mult, b_mult;
+  int32_t shift;
+  QuantOut out;
+};
+void ds_qu8_vadd__scalar(const BinaryParams& p, const QAddParams& q, const uint8_t* a, const uint8_t* b, uint8_t* y);
+// The 256-entry table of clamp(y_zp + requant(v - zp, mult, shift), 0, 255) for v = 0..255.
+void ds_qu8_requant_table__scalar(int32_t zp, int32_t mult, int32_t shift, int32_t y_zp, uint8_t* table);
+void ds_u8_lut__scalar(int64_t n, const uint8_t* x, const uint8_t* table, uint8_t* y);
+// Per plane: clamp(y_zp + requant(sum(x - x_zp), mult, shift), 0, 255).
+void ds_qu8_global_avgpool__scalar(int64_t planes, int64_t size, int32_t x_zp, int32_t y_zp, int32_t mult,
+                                   int32_t shift, const uint8_t* x, uint8_t* y);
+void ds_qu8_quantize__scalar(int64_t n, float scale, int32_t zp, const float* x, uint8_t* y);
+void ds_qu8_dequantize__scalar(int64_t n, float scale, int32_t zp, const uint8_t* x, float* y);
+
+// u8 data movement (the f32 kernels' semantics on bytes).
+void ds_u8_maxpool2d__scalar(const Pool2dParams& p, const uint8_t* x, uint8_t* y);
+void ds_u8_global_maxpool__scalar(int64_t planes, int64_t size, const uint8_t* x, uint8_t* y);
+void ds_x8_copy_nd__scalar(const CopyNdParams& p, const uint8_t* x, uint8_t* y);
+// concat; with tables (one 256-byte table per input, or null) each byte is mapped on the way.
+void ds_x8_concat__scalar(const ConcatParams& p, const uint8_t* const* xs, const uint8_t* const* tables, uint8_t* y);
+void ds_u8_pad__scalar(const PadParams& p, const uint8_t* x, uint8_t* y);  // constant: uint8_t(p.value)
+void ds_u8_resize_nearest__scalar(const ResizeParams& p, const uint8_t* x, uint8_t* y);
+
+// im2col of output pixels [p0, p1) of one group: rows (c, ky, kx) of C/group*kh*kw, each of
+// p1 - p0 bytes, row r at dst + r * (p1 - p0); padded taps take x_zp. x is the group's first channel.
+void ds_u8_im2col__scalar(const Conv2dParams& p, int64_t channels, int32_t x_zp, const uint8_t* x, int64_t p0,
+                          int64_t p1, uint8_t* dst);
+
+// ---- packed int8 GEMM (per ISA, src/kernels/x86/qs8-gemm-*) ----
+//
+//   y[i, j] = clamp(y_zp + requant(bias[i] + sum_k w[i, k] * x[k, j], mult[i], shift[i]), lo, hi)
+//
+// with x u8 (raw, the zero-point term folded into bias by the op) and w i8. Rows i are output
+// channels (tile mr), columns j pixels (tile nr). Both operands are packed in groups of kr depth
+// steps: weights into panels of mr rows, [group][row][kr] elements; activations into panels of
+// nr columns, [group][column][kr] elements; zero past the edges. The element types are the ISA's
+// (VNNI: u8 x and i8 w; AVX2: both widened to int16). The accumulator is int32: the op checks
+// |bias| + K*255*128 < 2^31 before choosing these kernels.
+struct QGemmParams {
+  int64_t m, n, k;
+  const void* w;  // packed, starting at a panel
+  const void* x;  // packed, starting at a panel
+  uint8_t* y;
+  int64_t y_row_stride;
+  QChannelParams ch;  // starting at row 0 of this call
+  QuantOut out;
+};
+
+struct QGemmKernels {
+  const char* name;
+  int32_t mr, nr, kr;
+  int32_t elem_bytes;  // of a packed activation element (1 or 2)
+  int64_t (*packed_w_bytes)(int64_t m, int64_t k);
+  // w (m, k) row-major -> dst (packed_w_bytes)
+  void (*pack_w)(int64_t m, int64_t k, const int8_t* w, void* dst);
+  int64_t (*packed_x_bytes)(int64_t k, int64_t n);
+  // x (k, n) with row stride -> dst (packed_x_bytes)
+  void (*pack_x)(int64_t k, int64_t n, const uint8_t* x, int64_t row_stride, void* dst);
+  void (*gemm)(const QGemmParams& p);
+};
+
+// Depthwise convolution (group == C == O, one input channel per output), any window, per ISA.
+// ch already has the zero-point term folded into bias (the kernel sums raw x * w), and x is
+// read with padding x_zp as in ds_qu8_conv2d__scalar. workspace: ds_qu8_dwconv_workspace bytes.
+int64_t ds_qu8_dwconv_workspace(const Conv2dParams& p);
+// Row length of that padded plane: the widest read of any output row, plus 64 bytes of slack for
+// full-vector loads, rounded to 64.
+inline int64_t ds_qu8_dw_padded_width(const Conv2dParams& p) {
+  return ((p.ow - 1) * p.stride_w + (p.kw - 1) * p.dil_w + 1 + 64 + 63) / 64 * 64;
+}
+using QDwConvKernel = void (*)(const QConv2dParams& p, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
+                               uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
+// dot products for qdense: y[j] for rows [m0, m1) of w with raw-x sums folded as in QGemmParams.
+using QDenseKernel = void (*)(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1,
+                              const QChannelParams& ch, const QuantOut& q, uint8_t* y);
+
+// The int8 part of one ISA level's kernel table.
+struct QKernels {
+  const char* isa;
+  const QGemmKernels* gemm;  // null: qconv2d runs ds_qu8_conv2d__scalar
+  QDwConvKernel dwconv;      // null likewise
+  QDenseKernel dense;        // null: qdense runs ds_qu8_dense__scalar
+};
+
+extern const QKernels ds_qkernels__scalar;
+extern const QKernels ds_qkernels__avx2;
+extern const QKernels ds_qkernels__avx512vnni;
+
+}  // namespace ds

@@ -1,0 +1,80 @@
+// Reference qconv2d / qdense (docs/format.md): int64 sums of (x - x_zp) * w in the order of the
+// formula, padded taps skipped (they add (x_zp - x_zp) * w = 0), then the fixed-point epilogue.
+#include "kernels/qu8.h"
+
+namespace ds {
+
+void ds_qu8_conv2d__scalar(const QConv2dParams& q, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
+                           uint8_t* y) {
+  const Conv2dParams& p = q.conv;
+  const int64_t cg = p.c / p.group, og = p.o / p.group;
+  for (int64_t b = 0; b < p.n; ++b) {
+    for (int64_t o = 0; o < p.o; ++o) {
+      const int64_t g = o / og;
+      const int8_t* wo = w + o * cg * p.kh * p.kw;
+      uint8_t* yo = y + (b * p.o + o) * p.oh * p.ow;
+      for (int64_t oy = 0; oy < p.oh; ++oy) {
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          int64_t acc = ch.bias[o];
+          for (int64_t c = 0; c < cg; ++c) {
+            const uint8_t* xc = x + ((b * p.c) + g * cg + c) * p.h * p.w;
+            for (int64_t ky = 0; ky < p.kh; ++ky) {
+              const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+              if (iy < 0 || iy >= p.h) continue;
+              for (int64_t kx = 0; kx < p.kw; ++kx) {
+                const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
+                if (ix < 0 || ix >= p.w) continue;
+                acc += (int64_t(xc[iy * p.w + ix]) - q.x_zp) * wo[(c * p.kh + ky) * p.kw + kx];
+              }
+            }
+          }
+          yo[oy * p.ow + ox] = qu8_clamp(q.out.y_zp + qu8_requant(acc, ch.multiplier[o], ch.shift[o]),
+                                         q.out.act_min, q.out.act_max);
+        }
+      }
+    }
+  }
+}
+
+void ds_qu8_dense__scalar(int64_t n, int64_t k, int64_t m, int32_t x_zp, const QuantOut& q, const uint8_t* x,
+                          const int8_t* w, const QChannelParams& ch, uint8_t* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m; ++j) {
+      int64_t acc = ch.bias[j];
+      for (int64_t t = 0; t < k; ++t) acc += (int64_t(x[i * k + t]) - x_zp) * w[j * k + t];
+      y[i * m + j] = qu8_clamp(q.y_zp + qu8_requant(acc, ch.multiplier[j], ch.shift[j]), q.act_min, q.act_max);
+    }
+  }
+}
+
+void ds_u8_im2col__scalar(const Conv2dParams& p, int64_t channels, int32_t x_zp, const uint8_t* x, int64_t p0,
+                          int64_t p1, uint8_t* dst) {
+  const int64_t cols = p1 - p0;
+  for (int64_t c = 0; c < channels; ++c) {
+    const uint8_t* xc = x + c * p.h * p.w;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        uint8_t* row = dst + ((c * p.kh + ky) * p.kw + kx) * cols;
+        int64_t oy = p0 / p.ow, ox = p0 % p.ow;
+        for (int64_t j = 0; j < cols; ++j) {
+          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+          const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
+          row[j] = (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) ? uint8_t(x_zp) : xc[iy * p.w + ix];
+          if (++ox == p.ow) ox = 0, ++oy;
+        }
+      }
+    }
+  }
+}
+
+// The depthwise kernels copy one channel at a time into a plane padded with x_zp on every side
+// (rows of ds_qu8_dw_padded_width bytes), then run without bounds checks; plus an int32 row.
+int64_t ds_qu8_dwconv_workspace(const Conv2dParams& p) {
+  const int64_t hp = (p.oh - 1) * p.stride_h + (p.kh - 1) * p.dil_h + 1;
+  const int64_t wp = ds_qu8_dw_padded_width(p);
+  return hp * wp + 64 + 4 * (p.ow + 64);
+}
+
+extern const QKernels ds_qkernels__scalar = {"scalar", nullptr, nullptr, nullptr};
+
+}  // namespace ds

@@ -1,0 +1,31 @@
+// dequantize (op id 26): x u8 -> f32, (q - zero_point) * scale.
+#include "ops/qcommon.h"
+
+namespace ds {
+namespace {
+
+OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
+  AttrParser a(attrs, node, "dequantize");
+  OpParams p;
+  p.scale = q_scale(a);
+  p.zp = q_zero_point(a, "zero_point");
+  a.finish();
+  return p;
+}
+
+Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const std::string&) { return *in[0]; }
+
+uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+  q_need_dtype(in, 0, kDtypeU8, who, "x");
+  return kDtypeF32;
+}
+
+void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable&) {
+  ds_qu8_dequantize__scalar(product(os), p.scale, p.zp, in[0].as<uint8_t>(), out);
+}
+
+}  // namespace
+
+extern const OpDef kDequantizeOp = {26, "dequantize", 1, 1, parse, infer_shape, run, false, check_dtypes};
+
+}  // namespace ds

@@ -1,0 +1,47 @@
+// qadd (op id 29): a u8, b u8 (broadcast), y = clamp(y_zp + round_shift((a - a_zp) * a_multiplier +
+// (b - b_zp) * b_multiplier, 31 + shift), act_min, act_max).
+#include "ops/binary.h"
+#include "ops/qcommon.h"
+
+namespace ds {
+namespace {
+
+OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
+  AttrParser a(attrs, node, "qadd");
+  OpParams p;
+  p.zp = q_zero_point(a, "a_zero_point");
+  p.zp_b = q_zero_point(a, "b_zero_point");
+  p.y_zp = q_zero_point(a, "y_zero_point");
+  p.mult = q_multiplier(a, "a_multiplier");
+  p.mult_b = q_multiplier(a, "b_multiplier");
+  p.shift = q_shift(a, "shift");
+  q_act_range(a, p);
+  a.finish();
+  return p;
+}
+
+Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const std::string& node) {
+  return binary_infer_shape(in, node, "qadd");
+}
+
+uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+  q_need_dtype(in, 0, kDtypeU8, who, "a");
+  q_need_dtype(in, 1, kDtypeU8, who, "b");
+  return kDtypeU8;
+}
+
+void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable&) {
+  const BinaryParams b = binary_params(*in[0].shape, *in[1].shape, os, Activation());
+  QAddParams q;
+  q.a_zp = p.zp, q.b_zp = p.zp_b;
+  q.a_mult = p.mult, q.b_mult = p.mult_b;
+  q.shift = p.shift;
+  q.out = {p.y_zp, p.act_min, p.act_max};
+  ds_qu8_vadd__scalar(b, q, in[0].as<uint8_t>(), in[1].as<uint8_t>(), reinterpret_cast<uint8_t*>(out));
+}
+
+}  // namespace
+
+extern const OpDef kQAddOp = {29, "qadd", 2, 2, parse, infer_shape, run, false, check_dtypes};
+
+}  // namespace ds

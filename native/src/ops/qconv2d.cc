@@ -1,0 +1,212 @@
+// qconv2d (op id 27): x u8 (N,C,H,W), weight i8 (O,C/group,kh,kw), bias/multiplier/shift i32 (O).
+// acc[o] = bias[o] + sum (x - x_zp) * w over the window (padding takes x = x_zp);
+// y = clamp(y_zp + requant(acc, multiplier[o], shift[o]), act_min, act_max).
+//
+// With SIMD kernels: the zero-point term is folded into the bias once (bias - x_zp * sum w), the
+// weights are packed once per session, and each run im2cols (or, for 1x1 stride-1 convolutions,
+// reads the input directly) a block of output pixels, packs it and runs the int8 GEMM with the
+// requantization in its epilogue; depthwise convolutions run a direct kernel. Blocks of pixels
+// (and of output channels when there are few pixels) go to the thread pool.
+#include <algorithm>
+
+#include "core/thread_pool.h"
+#include "ops/qcommon.h"
+
+namespace ds {
+namespace {
+
+OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
+  AttrParser a(attrs, node, "qconv2d");
+  OpParams p;
+  parse_conv_window(a, p);
+  p.zp = q_zero_point(a, "x_zero_point");
+  p.y_zp = q_zero_point(a, "y_zero_point");
+  q_act_range(a, p);
+  a.finish();
+  return p;
+}
+
+Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const std::string& node) {
+  const Shape& x = *in[0];
+  const Shape& w = *in[1];
+  const std::string who = node_where(node, "qconv2d");
+  if (x.size() != 4) fail(DS_ERR_SHAPE, who, ": input ", shape_str(x), " is not rank 4 (N,C,H,W)");
+  if (w.size() != 4) fail(DS_ERR_SHAPE, who, ": weight ", shape_str(w), " is not rank 4 (O,C/group,kh,kw)");
+  if (x[1] % p.group != 0 || w[0] % p.group != 0 || w[1] != x[1] / p.group)
+    fail(DS_ERR_SHAPE, who, ": weight ", shape_str(w), " does not fit input ", shape_str(x), " with group ", p.group);
+  const int64_t oh = window_output_size(x[2], p.pads[0], p.pads[2], w[2], p.strides[0], p.dilations[0], false);
+  const int64_t ow = window_output_size(x[3], p.pads[1], p.pads[3], w[3], p.strides[1], p.dilations[1], false);
+  if (oh < 1 || ow < 1)
+    fail(DS_ERR_SHAPE, who, ": kernel ", w[2], "x", w[3], " (with dilation and pads) does not fit input ", shape_str(x));
+  return {x[0], w[0], oh, ow};
+}
+
+uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+  q_check_linear(in, who, 4);
+  return kDtypeU8;
+}
+
+Conv2dParams conv_params(const OpParams& p, const Shape& x, const Shape& w, int64_t oh, int64_t ow) {
+  Conv2dParams c;
+  c.n = x[0], c.c = x[1], c.h = x[2], c.w = x[3];
+  c.o = w[0], c.oh = oh, c.ow = ow;
+  c.kh = w[2], c.kw = w[3];
+  c.stride_h = p.strides[0], c.stride_w = p.strides[1];
+  c.pad_top = p.pads[0], c.pad_left = p.pads[1];
+  c.dil_h = p.dilations[0], c.dil_w = p.dilations[1];
+  c.group = p.group;
+  return c;
+}
+
+struct State {
+  const QGemmKernels* gemm = nullptr;  // GEMM path
+  QDwConvKernel dw = nullptr;          // depthwise path
+  std::vector<int32_t> bias;           // zero-point term folded in
+  std::vector<uint8_t> packed_w;       // per group, group_bytes each
+  int64_t group_bytes = 0;
+  bool direct = false;                 // 1x1, stride 1, no padding: the input is the GEMM's B
+  int64_t chunk = 0;                   // output pixels per task (multiple of nr)
+  int64_t ws_bytes = 0;                // per thread
+  mutable std::vector<uint8_t> ws;     // threads * ws_bytes, used by run only
+};
+
+std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable& kt,
+                                    int threads) {
+  auto s = std::make_shared<State>();
+  if (!kt.q) return s;
+  const Shape& xd = *in[0].dims;
+  const Shape& wd = *in[1].dims;
+  const int64_t o = wd[0], cg = wd[1], kh = wd[2], kw = wd[3], k = cg * kh * kw, og = o / p.group;
+  const int8_t* w = static_cast<const int8_t*>(in[1].data);
+  const int32_t* bias = static_cast<const int32_t*>(in[2].data);
+  const int64_t limit = (int64_t(1) << 31) - 1 - k * 255 * 128;
+  for (int64_t j = 0; j < o; ++j) {
+    int64_t sum = 0;
+    for (int64_t t = 0; t < k; ++t) sum += w[j * k + t];
+    const int64_t b = int64_t(bias[j]) - int64_t(p.zp) * sum;
+    if (b > limit || b < -limit) return std::make_shared<State>();  // int32 would not be exact
+    s->bias.push_back(int32_t(b));
+  }
+  // Shapes other than the batch are fixed at load.
+  const int64_t oh = window_output_size(xd[2], p.pads[0], p.pads[2], kh, p.strides[0], p.dilations[0], false);
+  const int64_t ow = window_output_size(xd[3], p.pads[1], p.pads[3], kw, p.strides[1], p.dilations[1], false);
+  const Shape x1 = {1, xd[1], xd[2], xd[3]};
+  const Conv2dParams c = conv_params(p, x1, wd, oh, ow);
+  if (cg == 1 && og == 1 && kt.q->dwconv) {
+    s->dw = kt.q->dwconv;
+    s->ws_bytes = (ds_qu8_dwconv_workspace(c) + 63) / 64 * 64;
+  } else if (kt.q->gemm) {
+    const QGemmKernels& g = *kt.q->gemm;
+    s->gemm = &g;
+    s->group_bytes = g.packed_w_bytes(og, k);
+    s->packed_w.resize(size_t(s->group_bytes * p.group));
+    for (int64_t gi = 0; gi < p.group; ++gi)
+      g.pack_w(og, k, w + gi * og * k, s->packed_w.data() + gi * s->group_bytes);
+    s->direct = kh == 1 && kw == 1 && p.strides[0] == 1 && p.strides[1] == 1 && p.pads[0] == 0 && p.pads[1] == 0 &&
+                p.pads[2] == 0 && p.pads[3] == 0;
+    // A block of pixels whose packed activations stay in the L2 cache (about 128 KiB).
+    const int64_t pixels = oh * ow, nr = g.nr;
+    const int64_t round_up = (pixels + nr - 1) / nr * nr;
+    int64_t chunk = std::max<int64_t>(nr, (128 * 1024 / (k * g.elem_bytes)) / nr * nr);
+    chunk = std::min(chunk, round_up);
+    s->chunk = chunk;
+    s->ws_bytes = (s->direct ? 0 : (k * chunk + 63) / 64 * 64) + (g.packed_x_bytes(k, chunk) + 63) / 64 * 64;
+  } else {
+    return std::make_shared<State>();
+  }
+  s->ws.resize(size_t(s->ws_bytes * threads) + 64);
+  return s;
+}
+
+template <typename Fn>
+void parallel(ThreadPool* pool, int64_t tasks, Fn&& fn) {
+  if (!pool || tasks < 2) {
+    for (int64_t t = 0; t < tasks; ++t) fn(t, 0);
+    return;
+  }
+  pool->parallel_for(tasks, [&](int64_t t, int thread) { fn(t, thread); });
+}
+
+void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out, const Shape& os,
+         const KernelTable&) {
+  const State& s = *static_cast<const State*>(ctx.state);
+  const Shape& xs = *in[0].shape;
+  const Shape& wd = *in[1].shape;
+  QConv2dParams q;
+  q.conv = conv_params(p, xs, wd, os[2], os[3]);
+  q.x_zp = p.zp;
+  q.out = {p.y_zp, p.act_min, p.act_max};
+  const uint8_t* x = in[0].as<uint8_t>();
+  const int8_t* w = in[1].as<int8_t>();
+  uint8_t* y = static_cast<uint8_t*>(out);
+  const int32_t* mult = in[3].as<int32_t>();
+  const int32_t* shift = in[4].as<int32_t>();
+  if (!s.gemm && !s.dw) {
+    ds_qu8_conv2d__scalar(q, x, w, {in[2].as<int32_t>(), mult, shift}, y);
+    return;
+  }
+  const QChannelParams ch{s.bias.data(), mult, shift};
+  uint8_t* ws = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(s.ws.data()) + 63) / 64 * 64);
+  const int threads = ctx.pool ? ctx.pool->size() : 1;
+  const Conv2dParams& c = q.conv;
+  const int64_t in_plane = c.h * c.w, pixels = c.oh * c.ow;
+  if (s.dw) {
+    QConv2dParams one = q;
+    one.conv.n = 1;
+    const int64_t per = std::max<int64_t>(1, (c.c + threads * 2 - 1) / (threads * 2));
+    const int64_t blocks = (c.c + per - 1) / per;
+    for (int64_t b = 0; b < c.n; ++b) {
+      const uint8_t* xb = x + b * c.c * in_plane;
+      uint8_t* yb = y + b * c.o * pixels;
+      parallel(ctx.pool, blocks, [&](int64_t t, int thread) {
+        s.dw(one, xb, w, ch, ws + thread * s.ws_bytes, yb, t * per, std::min(c.c, (t + 1) * per));
+      });
+    }
+    return;
+  }
+  const QGemmKernels& g = *s.gemm;
+  const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
+  const int64_t col_tasks = (pixels + s.chunk - 1) / s.chunk;
+  const int64_t m_tiles = (og + g.mr - 1) / g.mr;
+  const int64_t m_blocks = std::min<int64_t>(m_tiles, std::max<int64_t>(1, (threads + col_tasks - 1) / col_tasks));
+  const int64_t m_per = (m_tiles + m_blocks - 1) / m_blocks * g.mr;
+  const int64_t im2col_bytes = s.direct ? 0 : (k * s.chunk + 63) / 64 * 64;
+  for (int64_t b = 0; b < c.n; ++b) {
+    for (int64_t gi = 0; gi < c.group; ++gi) {
+      const uint8_t* xg = x + (b * c.c + gi * cg) * in_plane;
+      uint8_t* yg = y + (b * c.o + gi * og) * pixels;
+      const uint8_t* wg = s.packed_w.data() + gi * s.group_bytes;
+      parallel(ctx.pool, col_tasks * m_blocks, [&](int64_t t, int thread) {
+        const int64_t col = t / m_blocks, mb = t % m_blocks;
+        const int64_t p0 = col * s.chunk, p1 = std::min(pixels, p0 + s.chunk);
+        const int64_t m0 = mb * m_per, m1 = std::min(og, m0 + m_per);
+        if (m0 >= m1) return;
+        uint8_t* tws = ws + thread * s.ws_bytes;
+        const uint8_t* src = xg + p0;
+        int64_t stride = in_plane;
+        if (!s.direct) {
+          ds_u8_im2col__scalar(c, cg, q.x_zp, xg, p0, p1, tws);
+          src = tws;
+          stride = p1 - p0;
+        }
+        uint8_t* packed = tws + im2col_bytes;
+        g.pack_x(k, p1 - p0, src, stride, packed);
+        QGemmParams gp;
+        gp.m = m1 - m0, gp.n = p1 - p0, gp.k = k;
+        gp.w = wg + (m0 / g.mr) * (g.packed_w_bytes(g.mr, k));
+        gp.x = packed;
+        gp.y = yg + m0 * pixels + p0;
+        gp.y_row_stride = pixels;
+        gp.ch = {ch.bias + gi * og + m0, ch.multiplier + gi * og + m0, ch.shift + gi * og + m0};
+        gp.out = q.out;
+        g.gemm(gp);
+      });
+    }
+  }
+}
+
+}  // namespace
+
+extern const OpDef kQConv2dOp = {27, "qconv2d", 5, 5, parse, infer_shape, nullptr, false, check_dtypes, prepare, run};
+
+}  // namespace ds

@@ -1,0 +1,83 @@
+// qdense (op id 28): x u8 (..., K), weight i8 (M,K), bias/multiplier/shift i32 (M); output u8 (..., M).
+// acc = bias + sum (x - x_zp) * w; y = clamp(y_zp + requant(acc, multiplier, shift), act_min, act_max).
+#include "ops/qcommon.h"
+
+namespace ds {
+namespace {
+
+OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
+  AttrParser a(attrs, node, "qdense");
+  OpParams p;
+  p.zp = q_zero_point(a, "x_zero_point");
+  p.y_zp = q_zero_point(a, "y_zero_point");
+  q_act_range(a, p);
+  a.finish();
+  return p;
+}
+
+Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const std::string& node) {
+  const Shape& x = *in[0];
+  const Shape& w = *in[1];
+  if (x.empty()) fail(DS_ERR_SHAPE, node_where(node, "qdense"), ": input ", shape_str(x), " has no axis to contract");
+  if (w.size() != 2 || w[1] != x.back())
+    fail(DS_ERR_SHAPE, node_where(node, "qdense"), ": weight ", shape_str(w), " is not [M, ", x.back(),
+         "] for input ", shape_str(x));
+  Shape out = x;
+  out.back() = w[0];
+  return out;
+}
+
+uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+  q_check_linear(in, who, 2);
+  return kDtypeU8;
+}
+
+// The bias with the zero-point term folded in (bias - x_zp * sum w), when every accumulator of
+// the raw-x dot product then stays exact in int32; empty otherwise (the reference kernel runs).
+struct State {
+  std::vector<int32_t> bias;
+};
+
+std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable&, int) {
+  auto s = std::make_shared<State>();
+  const Shape& wd = *in[1].dims;
+  const int64_t m = wd[0], k = wd[1];
+  const int8_t* w = static_cast<const int8_t*>(in[1].data);
+  const int32_t* bias = static_cast<const int32_t*>(in[2].data);
+  const int64_t limit = (int64_t(1) << 31) - 1 - k * 255 * 128;
+  for (int64_t j = 0; j < m; ++j) {
+    int64_t sum = 0;
+    for (int64_t t = 0; t < k; ++t) sum += w[j * k + t];
+    const int64_t b = int64_t(bias[j]) - int64_t(p.zp) * sum;
+    if (b > limit || b < -limit) {
+      s->bias.clear();
+      break;
+    }
+    s->bias.push_back(int32_t(b));
+  }
+  return s;
+}
+
+void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out, const Shape& os,
+         const KernelTable& kt) {
+  const State& s = *static_cast<const State*>(ctx.state);
+  const Shape& x = *in[0].shape;
+  const int64_t n = product(x, 0, x.size() - 1), k = x.back(), m = os.back();
+  const uint8_t* xd = in[0].as<uint8_t>();
+  const int8_t* w = in[1].as<int8_t>();
+  uint8_t* y = static_cast<uint8_t*>(out);
+  const QuantOut q{p.y_zp, p.act_min, p.act_max};
+  if (!kt.q || !kt.q->dense || s.bias.empty()) {
+    const QChannelParams ch{in[2].as<int32_t>(), in[3].as<int32_t>(), in[4].as<int32_t>()};
+    ds_qu8_dense__scalar(n, k, m, p.zp, q, xd, w, ch, y);
+    return;
+  }
+  const QChannelParams ch{s.bias.data(), in[3].as<int32_t>(), in[4].as<int32_t>()};
+  for (int64_t i = 0; i < n; ++i) kt.q->dense(k, xd + i * k, w, 0, m, ch, q, y + i * m);
+}
+
+}  // namespace
+
+extern const OpDef kQDenseOp = {28, "qdense", 5, 5, parse, infer_shape, nullptr, false, check_dtypes, prepare, run};
+
+}  // namespace ds

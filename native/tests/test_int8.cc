@@ -1,0 +1,389 @@
+// The int8 ops (25-32) through the C API: results against integer loops written here, at every ISA
+// level this machine runs (DS_FORCE_ISA), and malformed quantized files refused at load with
+// DS_ERR_FORMAT naming the node and the attribute or input.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "harness.h"
+#include "op_runner.h"
+
+using opt::Dims;
+using opt::Result;
+
+namespace {
+
+void expect(const Result& r, ds_status status, const std::string& needle, int line) {
+  if (r.status != status || r.error.find(needle) == std::string::npos)
+    harness::record_failure(__FILE__, line, std::string("got ") + ds_status_name(r.status) + " '" + r.error +
+                                                "', expected " + ds_status_name(status) + " with '" + needle + "'");
+}
+#define EXPECT_REFUSED(result, status, needle) expect(result, status, needle, __LINE__)
+
+dsw::Attr attr_float(const std::string& k, float v) {
+  dsw::Attr a;
+  a.key = k;
+  a.type = 2;
+  a.f = v;
+  return a;
+}
+
+template <typename T>
+dsw::Tensor tensor(const std::string& name, uint8_t dtype, std::vector<uint64_t> dims, const std::vector<T>& v) {
+  dsw::Tensor t;
+  t.name = name;
+  t.dtype = dtype;
+  t.dims = std::move(dims);
+  t.entry_count = v.size();
+  dsw::Stream s;
+  s.count = v.size();
+  s.bytes.resize(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(s.bytes.data(), v.data(), s.bytes.size());
+  t.streams.push_back(s);
+  return t;
+}
+
+uint32_t add_const(dsw::File& f, dsw::Tensor t) {
+  const uint8_t d = t.dtype;
+  const uint32_t id = f.add_constant(std::move(t));
+  f.values[id].dtype = d;
+  return id;
+}
+
+uint32_t add_u8(dsw::File& f, const std::string& name, std::vector<int64_t> dims) {
+  const uint32_t id = f.add_value(name, std::move(dims));
+  f.values[id].dtype = 3;
+  return id;
+}
+
+struct QConv {
+  int64_t n = 1, c = 3, h = 6, w = 6, o = 4, kh = 3, kw = 3, stride = 1, pad = 1, group = 1;
+  float in_scale = 0.05f, out_scale = 0.1f;
+  int32_t x_zp = 120, y_zp = 7, act_min = 0, act_max = 255;
+  std::vector<int8_t> weight;
+  std::vector<int32_t> bias, mult, shift;
+  int64_t oh() const { return (h + 2 * pad - kh) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - kw) / stride + 1; }
+};
+
+QConv random_conv(tiny::Rng& rng, QConv q) {
+  const int64_t k = q.c / q.group * q.kh * q.kw;
+  q.weight.resize(size_t(q.o * k));
+  for (auto& v : q.weight) v = int8_t(int(rng.uniform(0, 255)) - 127);
+  for (int64_t i = 0; i < q.o; ++i) {
+    q.bias.push_back(int32_t(rng.uniform(-5000, 5000)));
+    q.mult.push_back(int32_t((1u << 30) + uint32_t(rng.uniform(0, 1 << 30))));
+    q.shift.push_back(int32_t(rng.uniform(6, 12)));
+  }
+  return q;
+}
+
+// x f32 -> quantize -> qconv2d -> dequantize -> y
+dsw::File conv_file(const QConv& q, std::vector<dsw::Attr> extra = {}, dsw::Tensor* weight_override = nullptr) {
+  dsw::File f;
+  const uint32_t x = f.add_value("x", {q.n, q.c, q.h, q.w});
+  f.inputs = {x};
+  const uint32_t qx = add_u8(f, "qx", {q.n, q.c, q.h, q.w});
+  f.add_node(25, "quant", {x}, qx, {attr_float("scale", q.in_scale), dsw::attr_int("zero_point", q.x_zp)});
+  const int64_t cg = q.c / q.group;
+  const uint32_t w = add_const(f, weight_override ? *weight_override
+                                                  : tensor("w", 2, {uint64_t(q.o), uint64_t(cg), uint64_t(q.kh), uint64_t(q.kw)}, q.weight));
+  const uint32_t b = add_const(f, tensor("b", 4, {uint64_t(q.o)}, q.bias));
+  const uint32_t m = add_const(f, tensor("m", 4, {uint64_t(q.o)}, q.mult));
+  const uint32_t s = add_const(f, tensor("s", 4, {uint64_t(q.o)}, q.shift));
+  const uint32_t c = add_u8(f, "c", {q.n, q.o, q.oh(), q.ow()});
+  std::vector<dsw::Attr> attrs = {dsw::attr_ints("strides", {q.stride, q.stride}),
+                                  dsw::attr_ints("pads", {q.pad, q.pad, q.pad, q.pad}),
+                                  dsw::attr_int("group", q.group), dsw::attr_int("x_zero_point", q.x_zp),
+                                  dsw::attr_int("y_zero_point", q.y_zp), dsw::attr_int("act_min", q.act_min),
+                                  dsw::attr_int("act_max", q.act_max)};
+  for (auto& a : extra) {
+    bool replaced = false;
+    for (auto& b2 : attrs)
+      if (b2.key == a.key) b2 = a, replaced = true;
+    if (!replaced) attrs.push_back(a);
+  }
+  f.add_node(27, "conv", {qx, w, b, m, s}, c, attrs);
+  const uint32_t y = f.add_value("y", {q.n, q.o, q.oh(), q.ow()});
+  f.add_node(26, "dequant", {c}, y, {attr_float("scale", q.out_scale), dsw::attr_int("zero_point", q.y_zp)});
+  f.outputs = {y};
+  return f;
+}
+
+// The docs/format.md formulas with plain integer loops.
+std::vector<float> expected_conv(const QConv& q, const std::vector<float>& x) {
+  std::vector<int64_t> xq(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float v = std::nearbyint(x[i] / q.in_scale) + float(q.x_zp);
+    xq[i] = int64_t(std::min(255.0f, std::max(0.0f, v)));
+  }
+  const int64_t cg = q.c / q.group, og = q.o / q.group;
+  std::vector<float> y;
+  for (int64_t b = 0; b < q.n; ++b)
+    for (int64_t o = 0; o < q.o; ++o)
+      for (int64_t oy = 0; oy < q.oh(); ++oy)
+        for (int64_t ox = 0; ox < q.ow(); ++ox) {
+          int64_t acc = q.bias[size_t(o)];
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t ky = 0; ky < q.kh; ++ky)
+              for (int64_t kx = 0; kx < q.kw; ++kx) {
+                const int64_t iy = oy * q.stride - q.pad + ky, ix = ox * q.stride - q.pad + kx;
+                const int64_t c = (o / og) * cg + ci;
+                const int64_t v = (iy < 0 || iy >= q.h || ix < 0 || ix >= q.w) ? q.x_zp
+                                                                              : xq[size_t(((b * q.c + c) * q.h + iy) * q.w + ix)];
+                acc += (v - q.x_zp) * q.weight[size_t(((o * cg + ci) * q.kh + ky) * q.kw + kx)];
+              }
+          const int n = 31 + q.shift[size_t(o)];
+          const int64_t r = (acc * q.mult[size_t(o)] + (int64_t(1) << (n - 1))) >> n;
+          const int64_t u = std::min<int64_t>(q.act_max, std::max<int64_t>(q.act_min, q.y_zp + r));
+          y.push_back((float(u) - float(q.y_zp)) * q.out_scale);
+        }
+  return y;
+}
+
+const char* const kIsas[] = {"scalar", "avx2", "avx512", "avx512vnni"};
+
+// Runs f at every available level and checks the output against `want` exactly.
+void expect_all_isas(const dsw::File& f, const std::vector<float>& x, const Dims& xs, const std::vector<float>& want,
+                     int line) {
+  int ran = 0;
+  for (const char* isa : kIsas) {
+    setenv("DS_FORCE_ISA", isa, 1);
+    const Result r = opt::run(f, x, xs);
+    if (r.status == DS_ERR_INVALID_ARG && r.error.find("DS_FORCE_ISA") != std::string::npos) continue;
+    ++ran;
+    bool same = r.status == DS_OK && r.y.size() == want.size();
+    for (size_t i = 0; same && i < want.size(); ++i) same = r.y[i] == want[i];
+    if (!same) harness::record_failure(__FILE__, line, std::string("int8 output differs at ") + isa + ": " + r.error);
+  }
+  unsetenv("DS_FORCE_ISA");
+  if (ran == 0) harness::record_failure(__FILE__, line, "no ISA level ran");
+}
+
+}  // namespace
+
+TEST(qconv2d_matches_integer_loops_at_every_isa) {
+  tiny::Rng rng(3);
+  const QConv shapes[] = {
+      [] { QConv q; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 17; q.kh = q.kw = 1; q.pad = 0; q.h = 5; q.w = 7; return q; }(),
+      [] { QConv q; q.c = 6; q.o = 6; q.group = 6; q.h = 9; q.w = 11; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 6; q.o = 9; q.group = 3; q.act_min = 7; q.act_max = 200; return q; }(),
+      [] { QConv q; q.c = 16; q.o = 40; q.h = 12; q.w = 13; q.n = 2; return q; }(),
+  };
+  for (const QConv& shape : shapes) {
+    const QConv q = random_conv(rng, shape);
+    const std::vector<float> x = opt::random_vec(rng, size_t(q.n * q.c * q.h * q.w), -7, 7);
+    expect_all_isas(conv_file(q), x, {q.n, q.c, q.h, q.w}, expected_conv(q, x), __LINE__);
+  }
+}
+
+TEST(int4_weights_bitpacked_are_sign_extended) {
+  tiny::Rng rng(4);
+  QConv q = random_conv(rng, QConv());
+  for (auto& v : q.weight) v = int8_t(int(rng.uniform(0, 15)) - 7);
+  dsw::Tensor w;
+  w.name = "w";
+  w.dtype = 2;
+  w.dims = {uint64_t(q.o), uint64_t(q.c), 3, 3};
+  w.entry_count = q.weight.size();
+  dsw::Stream s;
+  s.codec = 1;
+  s.bits = 4;
+  s.count = q.weight.size();
+  std::vector<uint32_t> sym;
+  for (int8_t v : q.weight) sym.push_back(uint32_t(uint8_t(v)) & 15u);
+  s.bytes = dsw::bitpack_encode(sym, 4);
+  w.streams.push_back(s);
+  const std::vector<float> x = opt::random_vec(rng, size_t(q.c * q.h * q.w), -5, 5);
+  expect_all_isas(conv_file(q, {}, &w), x, {1, q.c, q.h, q.w}, expected_conv(q, x), __LINE__);
+}
+
+TEST(quantize_dequantize_round_half_even_and_saturate) {
+  dsw::File f;
+  const uint32_t x = f.add_value("x", {1, 8});
+  f.inputs = {x};
+  const uint32_t q = add_u8(f, "q", {1, 8});
+  f.add_node(25, "quant", {x}, q, {attr_float("scale", 0.5f), dsw::attr_int("zero_point", 10)});
+  const uint32_t y = f.add_value("y", {1, 8});
+  f.add_node(26, "dequant", {q}, y, {attr_float("scale", 0.5f), dsw::attr_int("zero_point", 10)});
+  f.outputs = {y};
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // 0.25 / 0.5 = 0.5 -> 0; 0.75 -> 1.5 -> 2; -5.25 -> -10.5 -> -10 -> 0; 1e9 -> 255
+  const Result r = opt::run(f, {0.25f, 0.75f, -5.25f, 1e9f, -inf, inf, nan, -6.0f}, {1, 8});
+  CHECK(r.status == DS_OK);
+  const std::vector<float> want = {0.0f, 1.0f, -5.0f, 122.5f, -5.0f, 122.5f, 0.0f, -5.0f};
+  CHECK(r.y == want);
+}
+
+TEST(malformed_quantization_parameters_are_refused) {
+  tiny::Rng rng(5);
+  const QConv q = random_conv(rng, QConv());
+  EXPECT_REFUSED(opt::load(conv_file(q, {dsw::attr_int("x_zero_point", 256)})), DS_ERR_FORMAT,
+                 "node 'conv' (qconv2d): attribute 'x_zero_point' is 256, outside 0..255");
+  EXPECT_REFUSED(opt::load(conv_file(q, {dsw::attr_int("y_zero_point", -1)})), DS_ERR_FORMAT,
+                 "attribute 'y_zero_point' is -1");
+  EXPECT_REFUSED(opt::load(conv_file(q, {dsw::attr_int("act_min", 9), dsw::attr_int("act_max", 8)})), DS_ERR_FORMAT,
+                 "node 'conv' (qconv2d): act_min 9 is greater than act_max 8");
+  EXPECT_REFUSED(opt::load(conv_file(q, {dsw::attr_int("act_max", 256)})), DS_ERR_FORMAT, "attribute 'act_max' is 256");
+  QConv bad = q;
+  bad.mult[1] = -1;
+  EXPECT_REFUSED(opt::load(conv_file(bad)), DS_ERR_FORMAT, "node 'conv' (qconv2d): multiplier[1] is -1");
+  bad = q;
+  bad.shift[2] = 31;
+  EXPECT_REFUSED(opt::load(conv_file(bad)), DS_ERR_FORMAT, "node 'conv' (qconv2d): shift[2] is 31, outside -30..30");
+  bad = q;
+  bad.shift[0] = -31;
+  EXPECT_REFUSED(opt::load(conv_file(bad)), DS_ERR_FORMAT, "shift[0] is -31");
+  for (float s : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    bad = q;
+    bad.in_scale = s;
+    EXPECT_REFUSED(opt::load(conv_file(bad)), DS_ERR_FORMAT, "node 'quant' (quantize): attribute 'scale' is ");
+    bad = q;
+    bad.out_scale = s;
+    EXPECT_REFUSED(opt::load(conv_file(bad)), DS_ERR_FORMAT, "node 'dequant' (dequantize): attribute 'scale' is ");
+  }
+  // Constants of the wrong dtype or shape.
+  dsw::Tensor wf = tensor("w", 1, {4, 3, 3, 3}, std::vector<float>(108, 0.0f));
+  EXPECT_REFUSED(opt::load(conv_file(q, {}, &wf)), DS_ERR_FORMAT, "node 'conv' (qconv2d): input 1 (weight) is f32, must be i8");
+  dsw::File f = conv_file(q);
+  f.tensors[1] = tensor("b", 4, {3}, std::vector<int32_t>(3, 0));
+  f.values[3].dims = {3};
+  EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "node 'conv' (qconv2d): bias has shape [3], must be [4]");
+  f = conv_file(q);
+  f.tensors[2] = tensor("m", 1, {4}, std::vector<float>(4, 1.0f));
+  f.values[4].dtype = 1;
+  EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "input 3 (multiplier) is f32, must be i32");
+  // A value whose declared dtype disagrees with its tensor record.
+  f = conv_file(q);
+  f.values[2].dtype = 3;
+  EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "u8 differs from tensor 'w' (i8)");
+  // The declared output dtype of a node must be what its op gives.
+  f = conv_file(q);
+  f.values[1].dtype = 1;
+  EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "node 'quant' (quantize): output 'qx' is declared f32 but the op gives u8");
+}
+
+TEST(accumulation_depth_beyond_int32_is_refused) {
+  QConv q;
+  q.c = 65794;  // K * 255 * 128 >= 2^31
+  q.h = q.w = 1;
+  q.kh = q.kw = 1;
+  q.pad = 0;
+  q.o = 1;
+  q.weight.assign(size_t(q.c), 1);
+  q.bias = {0};
+  q.mult = {1 << 30};
+  q.shift = {0};
+  EXPECT_REFUSED(opt::load(conv_file(q)), DS_ERR_FORMAT, "sums 65794 products per output, more than 65793");
+  q.c = 65793;
+  q.weight.assign(size_t(q.c), 1);
+  CHECK(opt::load(conv_file(q)).status == DS_OK);
+}
+
+TEST(dtypes_an_op_does_not_take_are_refused) {
+  // relu (f32 only) on u8
+  dsw::File f;
+  const uint32_t x = f.add_value("x", {1, 4});
+  f.inputs = {x};
+  const uint32_t q = add_u8(f, "q", {1, 4});
+  f.add_node(25, "quant", {x}, q, {attr_float("scale", 1.0f), dsw::attr_int("zero_point", 0)});
+  const uint32_t r = add_u8(f, "r", {1, 4});
+  f.add_node(5, "relu", {q}, r);
+  const uint32_t y = f.add_value("y", {1, 4});
+  f.add_node(26, "dequant", {r}, y, {attr_float("scale", 1.0f), dsw::attr_int("zero_point", 0)});
+  f.outputs = {y};
+  EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "node 'relu' (relu): input 0 ('q') is u8; the op takes f32");
+  // pad of u8 with a value that is no zero point; resize linear of u8
+  f.nodes[1] = {20, "pad", {q}, {r}, {dsw::attr_ints("pads", {0, 0, 0, 0}), attr_float("value", 0.5f)}};
+  EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "node 'pad' (pad): attribute 'value' is 0.5");
+  // a u8 graph input or output
+  dsw::File g = f;
+  g.nodes[1] = {20, "pad", {q}, {r}, {dsw::attr_ints("pads", {0, 0, 0, 0}), attr_float("value", 3.0f)}};
+  CHECK(opt::load(g).status == DS_OK);
+  g.outputs = {r};
+  EXPECT_REFUSED(opt::load(g), DS_ERR_FORMAT, "output 'r' is u8; this runtime returns f32 graph outputs");
+  g = f;
+  g.values[x].dtype = 3;
+  g.nodes.erase(g.nodes.begin());
+  g.nodes.erase(g.nodes.begin());
+  g.nodes[0].inputs = {x};
+  EXPECT_REFUSED(opt::load(g), DS_ERR_FORMAT, "input 'x' is u8; this runtime takes f32 graph inputs");
+  // qlut with a table that is not 256 u8
+  dsw::File h = f;
+  const uint32_t t = add_const(h, tensor("table", 3, {255}, std::vector<uint8_t>(255, 1)));
+  h.nodes[1] = {31, "lut", {q, t}, {r}, {}};
+  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "node 'lut' (qlut): table has shape [255], must be [256]");
+  h.tensors[0] = tensor("table", 2, {256}, std::vector<int8_t>(256, 1));
+  h.values[t].dims = {256};
+  h.values[t].dtype = 2;
+  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "input 1 (table) is i8, must be u8");
+  // unknown dtype id
+  h = f;
+  h.values[q].dtype = 9;
+  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "9 is not 1 (f32), 2 (i8), 3 (u8) or 4 (i32)");
+  // an i32 activation
+  h = f;
+  h.values[q].dtype = 4;
+  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "i32 is not an activation dtype (f32 or u8)");
+}
+
+TEST(qadd_qconcat_qlut_qglobal_avgpool_and_u8_movement) {
+  // x (1,2,2,2) -> quantize (scale 1, zp 0) -> [qlut (255 - v), qadd(q, lut), maxpool 2, qconcat
+  // with the pooled, global pools] checked through one path each.
+  const std::vector<float> xv = {0, 10, 20, 30, 40, 50, 60, 250};
+  auto base = [](dsw::File& f, uint32_t& q) {
+    const uint32_t x = f.add_value("x", {1, 2, 2, 2});
+    f.inputs = {x};
+    q = add_u8(f, "q", {1, 2, 2, 2});
+    f.add_node(25, "quant", {x}, q, {attr_float("scale", 1.0f), dsw::attr_int("zero_point", 0)});
+  };
+  auto finish = [](dsw::File& f, uint32_t v, std::vector<int64_t> dims) {
+    const uint32_t y = f.add_value("y", std::move(dims));
+    f.add_node(26, "dequant", {v}, y, {attr_float("scale", 1.0f), dsw::attr_int("zero_point", 0)});
+    f.outputs = {y};
+  };
+  {  // qlut then qadd: y = round_shift(q * 2^30 + (255 - q) * 2^30, 31) = round(255 / 2) = 128
+    dsw::File f;
+    uint32_t q;
+    base(f, q);
+    std::vector<uint8_t> table(256);
+    for (int i = 0; i < 256; ++i) table[size_t(i)] = uint8_t(255 - i);
+    const uint32_t t = add_const(f, tensor("table", 3, {256}, table));
+    const uint32_t l = add_u8(f, "l", {1, 2, 2, 2});
+    f.add_node(31, "lut", {q, t}, l);
+    const uint32_t a = add_u8(f, "a", {1, 2, 2, 2});
+    f.add_node(29, "add", {q, l}, a,
+               {dsw::attr_int("a_zero_point", 0), dsw::attr_int("b_zero_point", 0), dsw::attr_int("y_zero_point", 0),
+                dsw::attr_int("a_multiplier", 1 << 30), dsw::attr_int("b_multiplier", 1 << 30),
+                dsw::attr_int("shift", 0)});
+    finish(f, a, {1, 2, 2, 2});
+    const Result r = opt::run(f, xv, {1, 2, 2, 2});
+    CHECK(r.status == DS_OK && r.y == std::vector<float>(8, 128.0f));
+  }
+  {  // maxpool 2x2 on u8, then qconcat along channels with the input's global maxpool and a
+     // rescale by 1/2 (multiplier 2^30, shift 0) with y_zp 1: [30, 250] and [(v+1)/2 rounded]
+    dsw::File f;
+    uint32_t q;
+    base(f, q);
+    const uint32_t m = add_u8(f, "m", {1, 2, 1, 1});
+    f.add_node(3, "pool", {q}, m, {dsw::attr_ints("kernel", {2, 2})});
+    const uint32_t g = add_u8(f, "g", {1, 2, 1, 1});
+    f.add_node(23, "gmax", {q}, g);
+    const uint32_t c = add_u8(f, "c", {1, 4, 1, 1});
+    f.add_node(30, "cat", {m, g}, c,
+               {dsw::attr_int("axis", 1), dsw::attr_ints("zero_points", {0, 0}),
+                dsw::attr_ints("multipliers", {1 << 30, 1 << 30}), dsw::attr_ints("shifts", {0, 0}),
+                dsw::attr_int("y_zero_point", 1)});
+    const uint32_t a = add_u8(f, "avg", {1, 4, 1, 1});
+    // qglobal_avgpool over one element, multiplier 2^31-1 shift 0 ~ identity: round(v * (1 - 2^-31))
+    f.add_node(32, "gavg", {c}, a,
+               {dsw::attr_int("x_zero_point", 1), dsw::attr_int("y_zero_point", 0),
+                dsw::attr_int("multiplier", (int64_t(1) << 31) - 1), dsw::attr_int("shift", 0)});
+    finish(f, a, {1, 4, 1, 1});
+    const Result r = opt::run(f, xv, {1, 2, 2, 2});
+    // maxes 30 and 250 -> 1 + round(15) = 16, 1 + 125 = 126; minus x_zp 1 -> 15, 125 (twice)
+    CHECK(r.status == DS_OK && (r.y == std::vector<float>{15, 125, 15, 125}));
+  }
+}
