@@ -84,6 +84,20 @@ def _load() -> ctypes.CDLL:
     return lib
 
 
+_fast: tuple | None = None
+
+
+def _fast_calls(lib: ctypes.CDLL) -> tuple:
+    """set_input and get_output taking buffer addresses as plain ints (no ctypes pointer objects per call)."""
+    global _fast
+    if _fast is None:
+        vp, sz = ctypes.c_void_p, ctypes.c_size_t
+        set_input = ctypes.CFUNCTYPE(ctypes.c_int, vp, sz, vp, vp, sz)(("ds_session_set_input", lib))
+        get_output = ctypes.CFUNCTYPE(ctypes.c_int, vp, sz, vp, sz)(("ds_session_get_output", lib))
+        _fast = (set_input, get_output)
+    return _fast
+
+
 def _check(status: int, what: str) -> None:
     if status == 0:
         return
@@ -139,6 +153,8 @@ class Session:
             f"creating a session for {self.path}",
         )
         self.threads = threads
+        self._dims: dict[tuple[int, ...], ctypes.Array] = {}
+        self._output_shapes: dict[tuple, list[tuple[int, ...]]] = {}
 
     def _io_info(self, count_fn, info_fn) -> tuple[list[str], list[tuple[int, ...]]]:
         n = ctypes.c_size_t()
@@ -159,35 +175,39 @@ class Session:
     def run(self, *inputs: np.ndarray, **named: np.ndarray):
         arrays = self._gather_inputs(inputs, named)
         lib = self._lib
+        set_input, get_output = _fast_calls(lib)
         keep = []  # the runtime reads the input buffers during run: keep them alive until then
         for i, (name, x) in enumerate(zip(self.input_names, arrays)):
             x = np.asarray(x, dtype=np.float32, order="C")  # keeps 0-d arrays 0-d
-            dims = (ctypes.c_int64 * x.ndim)(*x.shape)
-            keep.append((x, dims))
-            _check(
-                lib.ds_session_set_input(self._session, i, x.ctypes.data_as(_f32_p), dims, x.ndim),
-                f"input {name!r}",
-            )
+            dims = self._dims.get(x.shape)  # ctypes arrays of the shapes seen, made once each
+            if dims is None:
+                dims = self._dims[x.shape] = (ctypes.c_int64 * x.ndim)(*x.shape)
+            keep.append(x)
+            _check(set_input(self._session, i, x.ctypes.data, dims, x.ndim), f"input {name!r}")
         _check(lib.ds_session_run(self._session), f"running {self.path.name}")
+        # Output shapes follow from the input shapes alone: ask the runtime once per input shapes.
+        key = tuple(x.shape for x in keep)
+        shapes = self._output_shapes.get(key)
+        if shapes is None:
+            shapes = self._output_shapes[key] = [self._output_shape(i) for i in range(len(self.output_names))]
         outputs = {}
         for i, name in enumerate(self.output_names):
-            rank = ctypes.c_size_t()
-            dims = _i64_p()
-            _check(
-                lib.ds_session_output_shape(self._session, i, ctypes.byref(rank), ctypes.byref(dims)),
-                f"output {name!r}",
-            )
-            shape = tuple(int(dims[k]) for k in range(rank.value))
-            out = np.empty(shape, dtype=np.float32)
-            _check(
-                lib.ds_session_get_output(self._session, i, out.ctypes.data_as(_f32_p), out.size),
-                f"output {name!r}",
-            )
+            out = np.empty(shapes[i], dtype=np.float32)
+            _check(get_output(self._session, i, out.ctypes.data, out.size), f"output {name!r}")
             outputs[name] = out
         del keep
         if len(outputs) == 1:
             return next(iter(outputs.values()))
         return outputs
+
+    def _output_shape(self, i: int) -> tuple[int, ...]:
+        rank = ctypes.c_size_t()
+        dims = _i64_p()
+        _check(
+            self._lib.ds_session_output_shape(self._session, i, ctypes.byref(rank), ctypes.byref(dims)),
+            f"output {self.output_names[i]!r}",
+        )
+        return tuple(int(dims[k]) for k in range(rank.value))
 
     def _gather_inputs(self, inputs, named) -> list[np.ndarray]:
         if inputs and named:
