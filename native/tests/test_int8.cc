@@ -387,3 +387,144 @@ TEST(qadd_qconcat_qlut_qglobal_avgpool_and_u8_movement) {
     CHECK(r.status == DS_OK && (r.y == std::vector<float>{15, 125, 15, 125}));
   }
 }
+
+// ---- the SIMD kernels against the scalar formula at tile edges, bit for bit ----
+
+#include "core/cpu_features.h"
+#include "kernels/qu8.h"
+
+namespace {
+
+struct Level {
+  const char* name;
+  const ds::QKernels* k;
+};
+
+std::vector<Level> simd_levels() {
+  std::vector<Level> v;
+#if defined(__x86_64__)
+  const ds::CpuFeatures& f = ds::cpu_features();
+  if (f.avx2 && f.fma) v.push_back({"avx2", &ds::ds_qkernels__avx2});
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni) v.push_back({"avx512vnni", &ds::ds_qkernels__avx512vnni});
+#endif
+  return v;
+}
+
+int32_t rand_shift(tiny::Rng& rng) {
+  static const int32_t shifts[] = {-3, -1, 0, 1, 5, 12, 30};
+  return shifts[int(rng.uniform(0, 6.999f))];
+}
+
+}  // namespace
+
+TEST(qs8_gemm_matches_the_formula_at_tile_edges) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(9);
+  for (const Level& lv : levels) {
+    const ds::QGemmKernels& g = *lv.k->gemm;
+    const int64_t ms[] = {1, g.mr - 1, g.mr, g.mr + 1, 2 * g.mr + 3};
+    const int64_t ns[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 65};
+    const int64_t ks[] = {1, 2, 3, 4, 5, 8, 17, 64, 255};
+    for (int64_t m : ms)
+      for (int64_t n : ns)
+        for (int64_t k : ks) {
+          std::vector<int8_t> w(size_t(m * k));
+          std::vector<uint8_t> x(size_t(k * (n + 3)));  // row stride n + 3
+          const bool extreme = rng.uniform(0, 1) < 0.5f;
+          for (auto& v : w) v = extreme ? (rng.uniform(0, 1) < 0.5f ? -128 : 127) : int8_t(int(rng.uniform(0, 255)) - 128);
+          for (auto& v : x) v = extreme ? (rng.uniform(0, 1) < 0.5f ? 0 : 255) : uint8_t(rng.uniform(0, 255));
+          std::vector<int32_t> bias(static_cast<size_t>(m)), mult(static_cast<size_t>(m)), shift(static_cast<size_t>(m));
+          const int64_t limit = ((int64_t(1) << 31) - 1) - k * 255 * 128;
+          for (int64_t i = 0; i < m; ++i) {
+            bias[size_t(i)] = int32_t(rng.uniform(0, 1) < 0.2f ? (i % 2 ? limit : -limit) : int64_t(rng.uniform(-1e6f, 1e6f)));
+            mult[size_t(i)] = rng.uniform(0, 1) < 0.1f ? int32_t((int64_t(1) << 31) - 1) : int32_t(rng.uniform(0, 2147483520.0f));
+            shift[size_t(i)] = rand_shift(rng);
+          }
+          ds::QuantOut q{int32_t(rng.uniform(0, 255)), 0, 255};
+          if (rng.uniform(0, 1) < 0.5f) q.act_min = q.y_zp, q.act_max = int32_t(rng.uniform(float(q.y_zp), 255));
+          std::vector<uint8_t> pw(size_t(g.packed_w_bytes(m, k))), px(size_t(g.packed_x_bytes(k, n)));
+          g.pack_w(m, k, w.data(), pw.data());
+          g.pack_x(k, n, x.data(), n + 3, px.data());
+          std::vector<uint8_t> y(size_t(m * (n + 1)), 0xAB), want = y;
+          ds::QGemmParams p;
+          p.m = m, p.n = n, p.k = k, p.w = pw.data(), p.x = px.data(), p.y = y.data(), p.y_row_stride = n + 1;
+          p.ch = {bias.data(), mult.data(), shift.data()};
+          p.out = q;
+          g.gemm(p);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              int64_t acc = bias[size_t(i)];
+              for (int64_t t = 0; t < k; ++t) acc += int64_t(w[size_t(i * k + t)]) * x[size_t(t * (n + 3) + j)];
+              want[size_t(i * (n + 1) + j)] =
+                  ds::qu8_clamp(q.y_zp + ds::qu8_requant(acc, mult[size_t(i)], shift[size_t(i)]), q.act_min, q.act_max);
+            }
+          if (y != want) {
+            harness::record_failure(__FILE__, __LINE__, std::string(lv.name) + " gemm differs at m=" + std::to_string(m) +
+                                                            " n=" + std::to_string(n) + " k=" + std::to_string(k));
+            return;
+          }
+        }
+  }
+}
+
+TEST(qu8_dwconv_and_dense_kernels_match_the_reference) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(10);
+  struct Shape { int64_t c, h, w, k, stride, pad, dil; };
+  const Shape shapes[] = {{3, 7, 7, 3, 1, 1, 1}, {5, 8, 9, 3, 2, 1, 1}, {2, 17, 33, 3, 1, 0, 1}, {4, 6, 5, 5, 1, 2, 1},
+                          {3, 9, 9, 3, 2, 2, 2}, {2, 3, 3, 3, 3, 1, 1}, {1, 1, 70, 1, 1, 0, 1}};
+  for (const Level& lv : levels) {
+    for (const Shape& s : shapes) {
+      ds::QConv2dParams q;
+      ds::Conv2dParams& c = q.conv;
+      c.n = 1, c.c = s.c, c.h = s.h, c.w = s.w, c.o = s.c, c.kh = c.kw = s.k;
+      c.stride_h = c.stride_w = s.stride, c.pad_top = c.pad_left = s.pad, c.dil_h = c.dil_w = s.dil, c.group = s.c;
+      c.oh = (s.h + 2 * s.pad - s.dil * (s.k - 1) - 1) / s.stride + 1;
+      c.ow = (s.w + 2 * s.pad - s.dil * (s.k - 1) - 1) / s.stride + 1;
+      q.x_zp = int32_t(rng.uniform(0, 255));
+      q.out = {int32_t(rng.uniform(0, 255)), 0, 255};
+      std::vector<uint8_t> x(size_t(s.c * s.h * s.w));
+      std::vector<int8_t> w(size_t(s.c * s.k * s.k));
+      for (auto& v : x) v = uint8_t(rng.uniform(0, 255));
+      for (auto& v : w) v = int8_t(int(rng.uniform(0, 255)) - 128);
+      std::vector<int32_t> bias, folded, mult, shift;
+      for (int64_t ch = 0; ch < s.c; ++ch) {
+        bias.push_back(int32_t(rng.uniform(-20000, 20000)));
+        int64_t sum = 0;
+        for (int64_t t = 0; t < s.k * s.k; ++t) sum += w[size_t(ch * s.k * s.k + t)];
+        folded.push_back(int32_t(bias.back() - q.x_zp * sum));
+        mult.push_back(int32_t(rng.uniform(0, 2147483520.0f)));
+        shift.push_back(rand_shift(rng));
+      }
+      std::vector<uint8_t> want(size_t(s.c * c.oh * c.ow)), got(want.size());
+      ds::ds_qu8_conv2d__scalar(q, x.data(), w.data(), {bias.data(), mult.data(), shift.data()}, want.data());
+      std::vector<uint8_t> ws(size_t(ds::ds_qu8_dwconv_workspace(c)));
+      lv.k->dwconv(q, x.data(), w.data(), {folded.data(), mult.data(), shift.data()}, ws.data(), got.data(), 0, s.c);
+      CHECK_MSG(got == want, std::string(lv.name) + " dwconv differs");
+    }
+    for (int64_t k : {1, 15, 16, 17, 63, 64, 65, 200}) {
+      const int64_t m = 11;
+      std::vector<uint8_t> x(static_cast<size_t>(k));
+      std::vector<int8_t> w(size_t(m * k));
+      for (auto& v : x) v = uint8_t(rng.uniform(0, 255));
+      for (auto& v : w) v = int8_t(int(rng.uniform(0, 255)) - 128);
+      const int32_t x_zp = int32_t(rng.uniform(0, 255));
+      std::vector<int32_t> bias, folded, mult, shift;
+      for (int64_t j = 0; j < m; ++j) {
+        bias.push_back(int32_t(rng.uniform(-20000, 20000)));
+        int64_t sum = 0;
+        for (int64_t t = 0; t < k; ++t) sum += w[size_t(j * k + t)];
+        folded.push_back(int32_t(bias.back() - x_zp * sum));
+        mult.push_back(int32_t(rng.uniform(0, 2147483520.0f)));
+        shift.push_back(rand_shift(rng));
+      }
+      const ds::QuantOut q{3, 2, 250};
+      std::vector<uint8_t> want(static_cast<size_t>(m)), got(static_cast<size_t>(m));
+      ds::ds_qu8_dense__scalar(1, k, m, x_zp, q, x.data(), w.data(), {bias.data(), mult.data(), shift.data()}, want.data());
+      lv.k->dense(k, x.data(), w.data(), 0, m, {folded.data(), mult.data(), shift.data()}, q, got.data());
+      CHECK_MSG(got == want, std::string(lv.name) + " dense differs");
+    }
+  }
+}

@@ -1,4 +1,190 @@
+// int8 kernels with AVX2. vpmaddubsw (u8 x i8 pairs summed into int16) would saturate: 255 * 127
+// * 2 = 64770 > 32767. Instead both operands are widened to int16 when packed (activations
+// zero-extended, weights sign-extended) and vpmaddwd sums pairs of int16 products into int32
+// lanes, exactly (|sum| <= 2 * 255 * 128). This costs twice the packed activation bytes but no
+// restriction on the weights.
+//   GEMM ds_qs8_gemm_4x16__avx2: 4 output channels x 16 pixels in 8 ymm accumulators; packed
+//     [k/2][pixel][2] and [k/2][row][2] int16.
+//   Epilogue: 64-bit products (vpmuldq on even/odd lanes); AVX2 has no 64-bit arithmetic shift,
+//     so 2^62 is added to make the value non-negative, shifted logically, and 2^(62-n) taken away
+//     in 32 bits, which is exact when the result fits int32: always when n = 31 + shift >= 31
+//     (|acc * M| < 2^62). Rows with shift < 0 take the scalar epilogue.
+#include <immintrin.h>
+
+#include <cstring>
+
 #include "kernels/qu8.h"
+
 namespace ds {
-extern const QKernels ds_qkernels__avx2 = {"avx2", nullptr, nullptr, nullptr};
+namespace {
+
+constexpr int kMr = 4, kNr = 16, kKr = 2;
+
+int64_t groups(int64_t k) { return (k + kKr - 1) / kKr; }
+
+int64_t packed_w_bytes(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr * groups(k) * kKr * 2; }
+
+void pack_w(int64_t m, int64_t k, const int8_t* w, void* dst) {
+  int16_t* d = static_cast<int16_t*>(dst);
+  const int64_t g_count = groups(k);
+  for (int64_t p = 0; p < (m + kMr - 1) / kMr; ++p)
+    for (int64_t g = 0; g < g_count; ++g)
+      for (int64_t r = 0; r < kMr; ++r)
+        for (int64_t j = 0; j < kKr; ++j) {
+          const int64_t row = p * kMr + r, kk = g * kKr + j;
+          *d++ = row < m && kk < k ? w[row * k + kk] : 0;
+        }
 }
+
+int64_t packed_x_bytes(int64_t k, int64_t n) { return (n + kNr - 1) / kNr * kNr * groups(k) * kKr * 2; }
+
+void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
+  int16_t* d = static_cast<int16_t*>(dst);
+  const int64_t g_count = groups(k);
+  for (int64_t q = 0; q < (n + kNr - 1) / kNr; ++q) {
+    const int64_t col0 = q * kNr;
+    for (int64_t g = 0; g < g_count; ++g) {
+      int16_t* out = d + (q * g_count + g) * kNr * kKr;
+      const int64_t k0 = g * kKr;
+      if (k0 + kKr <= k && col0 + kNr <= n) {
+        const uint8_t* s = x + k0 * stride + col0;
+        const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+        const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + stride));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(r0, r1)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16), _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(r0, r1)));
+        continue;
+      }
+      for (int64_t col = 0; col < kNr; ++col)
+        for (int64_t j = 0; j < kKr; ++j) {
+          const int64_t kk = k0 + j, cc = col0 + col;
+          out[col * kKr + j] = kk < k && cc < n ? x[kk * stride + cc] : 0;
+        }
+    }
+  }
+}
+
+// 8 int32 accumulators (bias added) -> 8 u8 in the low 64 bits; shift >= 0 only.
+inline __m128i requant8(__m256i acc, int32_t mult, int32_t shift, const QuantOut& q) {
+  const int n = 31 + shift;
+  const __m256i m = _mm256_set1_epi64x(mult);
+  const __m256i off = _mm256_set1_epi64x((int64_t(1) << 62) + (int64_t(1) << (n - 1)));
+  const __m128i cnt = _mm_cvtsi32_si128(n);
+  __m256i even = _mm256_srl_epi64(_mm256_add_epi64(_mm256_mul_epi32(acc, m), off), cnt);
+  __m256i odd = _mm256_srl_epi64(_mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(acc, 32), m), off), cnt);
+  __m256i v = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  v = _mm256_sub_epi32(v, _mm256_set1_epi32(int32_t(uint32_t(uint64_t(1) << (62 - n)))));
+  v = _mm256_max_epi32(_mm256_min_epi32(v, _mm256_set1_epi32(q.act_max - q.y_zp)), _mm256_set1_epi32(q.act_min - q.y_zp));
+  v = _mm256_add_epi32(v, _mm256_set1_epi32(q.y_zp));
+  const __m256i w16 = _mm256_packus_epi32(v, v);   // [0-3 0-3 | 4-7 4-7] as u16
+  const __m256i w8 = _mm256_packus_epi16(w16, w16);  // [0-3 x3 | 4-7 x3] as u8
+  return _mm_unpacklo_epi32(_mm256_castsi256_si128(w8), _mm256_extracti128_si256(w8, 1));
+}
+
+void store_bytes(uint8_t* y, __m128i v, int64_t count) {
+  if (count >= 8) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y), v);
+  } else {
+    uint8_t tmp[16];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(tmp), v);
+    std::memcpy(y, tmp, size_t(count));
+  }
+}
+
+void requant_scalar(const int32_t* acc, int64_t n, int32_t mult, int32_t shift, const QuantOut& q, uint8_t* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = qu8_clamp(q.y_zp + qu8_requant(acc[i], mult, shift), q.act_min, q.act_max);
+}
+
+void requant_row(const int32_t* acc, int64_t n, int32_t bias, int32_t mult, int32_t shift, const QuantOut& q,
+                 uint8_t* y) {
+  if (shift < 0) {
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = qu8_clamp(q.y_zp + qu8_requant(int64_t(acc[i]) + bias, mult, shift), q.act_min, q.act_max);
+    return;
+  }
+  const __m256i b = _mm256_set1_epi32(bias);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i a = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), b);
+    store_bytes(y + i, requant8(a, mult, shift, q), 8);
+  }
+  for (; i < n; ++i) y[i] = qu8_clamp(q.y_zp + qu8_requant(int64_t(acc[i]) + bias, mult, shift), q.act_min, q.act_max);
+}
+
+void gemm(const QGemmParams& p) {
+  const int64_t g_count = groups(p.k);
+  const int16_t* wbase = static_cast<const int16_t*>(p.w);
+  const int16_t* xbase = static_cast<const int16_t*>(p.x);
+  for (int64_t i0 = 0; i0 < p.m; i0 += kMr) {
+    const int16_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
+    const int64_t rows = p.m - i0 < kMr ? p.m - i0 : kMr;
+    for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
+      const int16_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
+      __m256i acc[kMr][2];
+      for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+      for (int64_t g = 0; g < g_count; ++g) {
+        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + g * kNr * kKr));
+        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + g * kNr * kKr + 16));
+        const int16_t* wg = wp + g * kMr * kKr;
+        for (int r = 0; r < kMr; ++r) {
+          int32_t wq;
+          std::memcpy(&wq, wg + r * kKr, 4);
+          const __m256i wb = _mm256_set1_epi32(wq);
+          acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x0, wb));
+          acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x1, wb));
+        }
+      }
+      const int64_t cols = p.n - j0 < kNr ? p.n - j0 : kNr;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        uint8_t* yr = p.y + i * p.y_row_stride + j0;
+        const __m256i b = _mm256_set1_epi32(p.ch.bias[i]);
+        for (int h = 0; h < 2; ++h) {
+          const int64_t c = cols - h * 8;
+          if (c <= 0) break;
+          const __m256i a = _mm256_add_epi32(acc[r][h], b);
+          if (p.ch.shift[i] >= 0) {
+            store_bytes(yr + h * 8, requant8(a, p.ch.multiplier[i], p.ch.shift[i], p.out), c);
+          } else {
+            int32_t tmp[8];
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp), a);
+            requant_scalar(tmp, c < 8 ? c : 8, p.ch.multiplier[i], p.ch.shift[i], p.out, yr + h * 8);
+          }
+        }
+      }
+    }
+  }
+}
+
+void dense(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1, const QChannelParams& ch,
+           const QuantOut& q, uint8_t* y) {
+  for (int64_t j = m0; j < m1; ++j) {
+    const int8_t* wj = w + j * k;
+    __m256i acc = _mm256_setzero_si256();
+    int64_t t = 0;
+    for (; t + 16 <= k; t += 16) {
+      const __m256i xv = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + t)));
+      const __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wj + t)));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(xv, wv));
+    }
+    int32_t lanes[8];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), acc);
+    int64_t v = ch.bias[j];
+    for (int32_t l : lanes) v += l;
+    for (; t < k; ++t) v += int32_t(x[t]) * wj[t];
+    y[j] = qu8_clamp(q.y_zp + qu8_requant(v, ch.multiplier[j], ch.shift[j]), q.act_min, q.act_max);
+  }
+}
+
+}  // namespace
+}  // namespace ds
+
+#define QU8_DW_NAME ds_qu8_dwconv__avx2
+#include "kernels/x86/qu8-dwconv-impl.h"
+
+namespace ds {
+
+extern const QGemmKernels ds_qs8_gemm_kernels__avx2 = {
+    "ds_qs8_gemm_4x16__avx2", kMr, kNr, kKr, 2, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm};
+extern const QKernels ds_qkernels__avx2 = {"avx2", &ds_qs8_gemm_kernels__avx2, ds_qu8_dwconv__avx2, dense};
+
+}  // namespace ds

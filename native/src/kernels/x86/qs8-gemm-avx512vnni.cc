@@ -1,4 +1,166 @@
+// int8 kernels with AVX-512 VNNI: vpdpbusd multiplies u8 activations by i8 weights and adds
+// groups of four products into int32 lanes, exactly (no intermediate saturation).
+//   GEMM ds_qs8_gemm_8x32__avx512vnni: 8 output channels x 32 pixels in 16 zmm accumulators;
+//     activations packed [k/4][pixel][4], weights [k/4][row][4] (broadcast as one int32).
+//   Epilogue: bias, then requant with 64-bit products (vpmuldq on even/odd lanes), rounding add,
+//     arithmetic shift (vpsraq), clamp in 64 bits, narrow to u8 (vpmovdb): the formula of
+//     docs/format.md exactly.
+//   Dense ds_qs8_dense__avx512vnni (one row of x against each weight row) and depthwise
+//     ds_qu8_dwconv__avx512vnni (kernels/x86/qu8-dwconv-impl.h) share that epilogue.
+#include <immintrin.h>
+
+#include <cstring>
+
 #include "kernels/qu8.h"
+
 namespace ds {
-extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", nullptr, nullptr, nullptr};
+namespace {
+
+constexpr int kMr = 8, kNr = 32, kKr = 4;
+
+int64_t groups(int64_t k) { return (k + kKr - 1) / kKr; }
+
+int64_t packed_w_bytes(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr * groups(k) * kKr; }
+
+void pack_w(int64_t m, int64_t k, const int8_t* w, void* dst) {
+  int8_t* d = static_cast<int8_t*>(dst);
+  const int64_t g_count = groups(k);
+  for (int64_t p = 0; p < (m + kMr - 1) / kMr; ++p)
+    for (int64_t g = 0; g < g_count; ++g)
+      for (int64_t r = 0; r < kMr; ++r)
+        for (int64_t j = 0; j < kKr; ++j) {
+          const int64_t row = p * kMr + r, kk = g * kKr + j;
+          *d++ = row < m && kk < k ? w[row * k + kk] : 0;
+        }
 }
+
+int64_t packed_x_bytes(int64_t k, int64_t n) { return (n + kNr - 1) / kNr * kNr * groups(k) * kKr; }
+
+void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
+  uint8_t* d = static_cast<uint8_t*>(dst);
+  const int64_t g_count = groups(k);
+  for (int64_t q = 0; q < (n + kNr - 1) / kNr; ++q) {
+    const int64_t col0 = q * kNr;
+    for (int64_t g = 0; g < g_count; ++g) {
+      uint8_t* out = d + (q * g_count + g) * kNr * kKr;
+      const int64_t k0 = g * kKr;
+      if (k0 + kKr <= k && col0 + kNr <= n) {
+        for (int64_t h = 0; h < kNr; h += 16) {
+          const uint8_t* s = x + k0 * stride + col0 + h;
+          const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+          const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + stride));
+          const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * stride));
+          const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 3 * stride));
+          const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
+          const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
+          __m128i* o = reinterpret_cast<__m128i*>(out + h * kKr);
+          _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(t0, t2));
+          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t2));
+          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t1, t3));
+          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t1, t3));
+        }
+        continue;
+      }
+      for (int64_t col = 0; col < kNr; ++col)
+        for (int64_t j = 0; j < kKr; ++j) {
+          const int64_t kk = k0 + j, cc = col0 + col;
+          out[col * kKr + j] = kk < k && cc < n ? x[kk * stride + cc] : 0;
+        }
+    }
+  }
+}
+
+// 16 int32 accumulators (bias added) -> 16 u8.
+inline __m128i requant16(__m512i acc, int32_t mult, int32_t shift, const QuantOut& q) {
+  const int n = 31 + shift;
+  const __m512i m = _mm512_set1_epi64(mult);
+  const __m512i rnd = _mm512_set1_epi64(int64_t(1) << (n - 1));
+  const __m128i cnt = _mm_cvtsi32_si128(n);
+  const __m512i lo = _mm512_set1_epi64(q.act_min - q.y_zp), hi = _mm512_set1_epi64(q.act_max - q.y_zp);
+  __m512i even = _mm512_mul_epi32(acc, m);
+  __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), m);
+  even = _mm512_max_epi64(_mm512_min_epi64(_mm512_sra_epi64(_mm512_add_epi64(even, rnd), cnt), hi), lo);
+  odd = _mm512_max_epi64(_mm512_min_epi64(_mm512_sra_epi64(_mm512_add_epi64(odd, rnd), cnt), hi), lo);
+  __m512i v = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  v = _mm512_add_epi32(v, _mm512_set1_epi32(q.y_zp));
+  return _mm512_cvtepi32_epi8(v);
+}
+
+void requant_row(const int32_t* acc, int64_t n, int32_t bias, int32_t mult, int32_t shift, const QuantOut& q,
+                 uint8_t* y) {
+  const __m512i b = _mm512_set1_epi32(bias);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, acc + i), b);
+    _mm_mask_storeu_epi8(y + i, mask, requant16(a, mult, shift, q));
+  }
+}
+
+void gemm(const QGemmParams& p) {
+  const int64_t g_count = groups(p.k);
+  const int8_t* wbase = static_cast<const int8_t*>(p.w);
+  const uint8_t* xbase = static_cast<const uint8_t*>(p.x);
+  for (int64_t i0 = 0; i0 < p.m; i0 += kMr) {
+    const int8_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
+    const int64_t rows = p.m - i0 < kMr ? p.m - i0 : kMr;
+    for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
+      const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
+      __m512i acc[kMr][2];
+      for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+      for (int64_t g = 0; g < g_count; ++g) {
+        const __m512i x0 = _mm512_loadu_si512(xp + g * kNr * kKr);
+        const __m512i x1 = _mm512_loadu_si512(xp + g * kNr * kKr + 64);
+        const int8_t* wg = wp + g * kMr * kKr;
+        for (int r = 0; r < kMr; ++r) {
+          int32_t wq;
+          std::memcpy(&wq, wg + r * kKr, 4);
+          const __m512i wb = _mm512_set1_epi32(wq);
+          acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x0, wb);
+          acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x1, wb);
+        }
+      }
+      const int64_t cols = p.n - j0 < kNr ? p.n - j0 : kNr;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        const __m512i b = _mm512_set1_epi32(p.ch.bias[i]);
+        uint8_t* yr = p.y + i * p.y_row_stride + j0;
+        for (int h = 0; h < 2; ++h) {
+          const int64_t c = cols - h * 16;
+          if (c <= 0) break;
+          const __mmask16 mask = c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << c) - 1);
+          const __m128i v = requant16(_mm512_add_epi32(acc[r][h], b), p.ch.multiplier[i], p.ch.shift[i], p.out);
+          _mm_mask_storeu_epi8(yr + h * 16, mask, v);
+        }
+      }
+    }
+  }
+}
+
+void dense(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1, const QChannelParams& ch,
+           const QuantOut& q, uint8_t* y) {
+  for (int64_t j = m0; j < m1; ++j) {
+    const int8_t* wj = w + j * k;
+    __m512i acc = _mm512_setzero_si512();
+    for (int64_t t = 0; t < k; t += 64) {
+      const __mmask64 mask = k - t >= 64 ? ~__mmask64(0) : (__mmask64(1) << (k - t)) - 1;
+      acc = _mm512_dpbusd_epi32(acc, _mm512_maskz_loadu_epi8(mask, x + t), _mm512_maskz_loadu_epi8(mask, wj + t));
+    }
+    const int64_t v = int64_t(_mm512_reduce_add_epi32(acc)) + ch.bias[j];
+    y[j] = qu8_clamp(q.y_zp + qu8_requant(v, ch.multiplier[j], ch.shift[j]), q.act_min, q.act_max);
+  }
+}
+
+}  // namespace
+}  // namespace ds
+
+#define QU8_DW_NAME ds_qu8_dwconv__avx512vnni
+#include "kernels/x86/qu8-dwconv-impl.h"
+
+namespace ds {
+
+extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
+    "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm};
+extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
+                                                 ds_qu8_dwconv__avx512vnni, dense};
+
+}  // namespace ds
