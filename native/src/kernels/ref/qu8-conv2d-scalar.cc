@@ -1,5 +1,8 @@
 // Reference qconv2d / qdense (docs/format.md): int64 sums of (x - x_zp) * w in the order of the
 // formula, padded taps skipped (they add (x_zp - x_zp) * w = 0), then the fixed-point epilogue.
+#include <algorithm>
+#include <cstring>
+
 #include "kernels/qu8.h"
 
 namespace ds {
@@ -55,12 +58,23 @@ void ds_u8_im2col__scalar(const Conv2dParams& p, int64_t channels, int32_t x_zp,
     for (int64_t ky = 0; ky < p.kh; ++ky) {
       for (int64_t kx = 0; kx < p.kw; ++kx) {
         uint8_t* row = dst + ((c * p.kh + ky) * p.kw + kx) * cols;
-        int64_t oy = p0 / p.ow, ox = p0 % p.ow;
-        for (int64_t j = 0; j < cols; ++j) {
+        // One output row segment at a time: the taps inside the input are a strided run.
+        for (int64_t j = 0; j < cols;) {
+          const int64_t oy = (p0 + j) / p.ow, ox0 = (p0 + j) % p.ow;
+          const int64_t len = std::min(cols - j, p.ow - ox0);
           const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
-          const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
-          row[j] = (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) ? uint8_t(x_zp) : xc[iy * p.w + ix];
-          if (++ox == p.ow) ox = 0, ++oy;
+          uint8_t* out = row + j;
+          if (iy < 0 || iy >= p.h) {
+            std::memset(out, x_zp, size_t(len));
+          } else {
+            const uint8_t* xr = xc + iy * p.w;
+            const int64_t base = kx * p.dil_w - p.pad_left;  // ix = ox * stride + base
+            for (int64_t t = 0; t < len; ++t) {
+              const int64_t ix = (ox0 + t) * p.stride_w + base;
+              out[t] = (ix < 0 || ix >= p.w) ? uint8_t(x_zp) : xr[ix];
+            }
+          }
+          j += len;
         }
       }
     }
