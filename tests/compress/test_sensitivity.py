@@ -62,3 +62,23 @@ def test_torch_sensitivity_finds_the_layer_that_int8_breaks():
     assert report.drops["1"] > 10 and report.drops["1"] > report.drops["3"]
     assert report.keep_fp32[0] == "1"
     assert report.accuracy >= 99.0
+
+
+def test_graph_backend_agrees_on_the_sensitive_layer():
+    from deepslim.compress.sensitivity import graph_accuracy_fn
+    from deepslim.frontends.torch import from_torch
+    from deepslim.ir.passes import optimize
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).eval()
+    with torch.no_grad():
+        model[1].weight[:, 0] = 1000.0
+        model[1].weight[:, 1:] = torch.randn(16, 7) * 0.5
+    x = torch.randn(300, 1, 1, 8)
+    x[:, 0, 0, 0] = 0.0
+    data = (x.numpy(), model(x).argmax(1).numpy())
+    graph = optimize(from_torch(model, torch.zeros(1, 1, 1, 8)))
+    accuracy = graph_accuracy_fn(graph, x[:100].numpy(), data)
+    assert accuracy([]) == 100.0  # nothing quantized: the float graph
+    report = analyze(["1", "3"], ["1", "3"], accuracy, 100.0, SensitivityConfig(budget=1.0))
+    assert report.drops["1"] > 10 and report.keep_fp32 == ["1"] and report.accuracy >= 99.0
