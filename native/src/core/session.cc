@@ -119,6 +119,24 @@ void Session::plan() {
   for (const BufferPlan& b : plan) buffers[b.value] = base + b.offset / sizeof(float);
   scratch_.reserve(max_inputs);
 
+  // One workspace for the prepared ops: the largest any of them needs for these shapes.
+  size_t workspace = 0;
+  std::vector<const Shape*> in_shapes;
+  for (size_t i = 0; i < node_count; ++i) {
+    const Node& node = model_.nodes[i];
+    if (!node.op->workspace_floats || !states_[i]) continue;
+    in_shapes.clear();
+    for (uint32_t id : node.inputs) in_shapes.push_back(id == kAbsentInput ? nullptr : &shapes[id]);
+    const int64_t n = node.op->workspace_floats(node.params, states_[i].get(), in_shapes, shapes[node.outputs[0]], threads_);
+    workspace = std::max(workspace, size_t(n));
+  }
+  if (workspace > workspace_floats_) {
+    std::vector<float>(workspace + kAlign / sizeof(float)).swap(workspace_storage_);
+    const uintptr_t w = reinterpret_cast<uintptr_t>(workspace_storage_.data());
+    workspace_ = reinterpret_cast<float*>((w + kAlign - 1) / kAlign * kAlign);
+    workspace_floats_ = workspace;
+  }
+
   shapes_ = std::move(shapes);
   plan_ = std::move(plan);
   buffers_ = std::move(buffers);
@@ -155,7 +173,7 @@ void Session::run() {
     }
     const uint32_t out = node.outputs[0];
     if (node.op->run_prepared)
-      node.op->run_prepared(node.params, {states_[i].get(), pool_.get()}, scratch_, buffers_[out], shapes_[out], kernels_);
+      node.op->run_prepared(node.params, {states_[i].get(), pool_.get(), workspace_}, scratch_, buffers_[out], shapes_[out], kernels_);
     else
       node.op->run(node.params, scratch_, buffers_[out], shapes_[out], kernels_);
   }

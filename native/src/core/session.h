@@ -62,6 +62,9 @@ class Session {
   std::vector<OpInput> scratch_;     // node inputs during run(), reserved by plan()
   std::vector<std::shared_ptr<const void>> states_;  // per node: what its op's prepare built
   std::unique_ptr<ThreadPool> pool_;  // threads_ > 1 only
+  std::vector<float> workspace_storage_;  // scratch of prepared ops (OpDef::workspace_floats)
+  float* workspace_ = nullptr;            // 64-byte aligned in workspace_storage_
+  size_t workspace_floats_ = 0;
 };
 
 }  // namespace ds

@@ -1,5 +1,20 @@
 // conv2d (op id 1): x (N,C,H,W), weight (O,C/group,kh,kw), optional bias (O).
+//
+// With a constant weight the session prepares one of these paths (docs/kernels.md, "conv2d"):
+//   - depthwise 3x3 (group == C == O, stride 1 or 2, no dilation): the table's dwconv3x3 kernel
+//     per channel plane, planes split across threads;
+//   - 1x1, stride 1, no padding: GEMM on the [C/g, H*W] input plane itself (ds::gemm splits it);
+//   - anything else: im2col written straight into packed GEMM panels, one block of output
+//     columns per task (the block sized to stay in L2), then the GEMM on it with the weight
+//     packed once at session creation.
+// Bias and the fused activation run in the GEMM epilogue. Without a constant weight the scalar
+// reference kernel runs.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
 #include "common/error.h"
+#include "core/dispatch.h"
 #include "ops/op.h"
 
 namespace ds {
@@ -36,10 +51,7 @@ Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const 
   return {x[0], w[0], oh, ow};
 }
 
-void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os,
-         const KernelTable& k) {
-  const Shape& x = *in[0].shape;
-  const Shape& w = *in[1].shape;
+Conv2dParams conv_params(const OpParams& p, const Shape& x, const Shape& w, const Shape& os) {
   Conv2dParams c;
   c.n = x[0], c.c = x[1], c.h = x[2], c.w = x[3];
   c.o = os[1], c.oh = os[2], c.ow = os[3];
@@ -49,12 +61,262 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
   c.dil_h = p.dilations[0], c.dil_w = p.dilations[1];
   c.group = p.group;
   c.act = p.act;
+  return c;
+}
+
+void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable& k) {
+  const Conv2dParams c = conv_params(p, *in[0].shape, *in[1].shape, os);
   const float* bias = in.size() > 2 ? in[2].data : nullptr;
   k.conv2d(c, in[0].data, in[1].data, bias, out);
 }
 
+// ---- prepared paths ----
+
+enum class Path { kDepthwise3x3, kGemm1x1, kGemmIm2col };
+
+struct State {
+  Path path;
+  const GemmKernels* g;
+  int64_t m, k;               // per group: output channels, C/group * kh * kw
+  int64_t group_floats;       // packed weight floats per group
+  std::vector<float> storage; // packed weights (GEMM paths), 64-byte aligned at `packed`
+  const float* packed = nullptr;
+};
+
+// Packed im2col blocks: at most this many floats (2 MB: the GEMM streams them panel by panel, so
+// they need not fit in L2) and the GEMM's nc columns.
+constexpr int64_t kIm2colBlockFloats = 512 * 1024;
+constexpr int64_t kIm2colMaxColumns = 768;
+
+// How the im2col path splits one (image, group) GEMM [m x k] . [k x n] into tasks: column blocks
+// of whole nr-wide panels and row chunks of whole mr-high tiles. Threads share the columns when
+// the weight is the smaller operand (m <= n) and the rows otherwise, so the larger operand is read
+// once; a row chunk repeats the im2col of its block, which costs k*n against m*k*n.
+struct Im2colSplit {
+  int64_t block_panels, blocks;
+  int64_t chunk_rows, chunks;
+  int64_t thread_floats;  // per-thread workspace: the GEMM's, then one packed block
+};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+Im2colSplit split_im2col(const GemmKernels& g, int64_t m, int64_t k, int64_t n, int threads) {
+  Im2colSplit s;
+  const int64_t panels = ceil_div(n, g.nr), m_tiles = ceil_div(m, g.mr);
+  const int64_t cap = std::max<int64_t>(1, std::min(kIm2colBlockFloats / (k * g.nr), kIm2colMaxColumns / g.nr));
+  int64_t blocks = ceil_div(panels, cap), chunks = 1;
+  if (threads > 1) {
+    if (m > n && m_tiles >= threads) chunks = threads;
+    else blocks = std::min(panels, ceil_div(blocks, threads) * threads);
+  }
+  s.block_panels = ceil_div(panels, blocks);
+  s.blocks = ceil_div(panels, s.block_panels);
+  s.chunk_rows = ceil_div(m_tiles, chunks) * g.mr;
+  s.chunks = ceil_div(m, s.chunk_rows);
+  s.thread_floats = round16(g.workspace_floats) + round16(s.block_panels * g.nr * k);
+  return s;
+}
+
+// Columns [j0, j0 + cols) of one group's im2col matrix (row d = (ci, ky, kx), column j = output
+// pixel oy * ow + ox) as packed B panels of nr columns: dst[q*k*nr + d*nr + r], zero past cols.
+void im2col_pack(const Conv2dParams& c, const float* x, int64_t cg, int64_t j0, int64_t cols, int64_t nr,
+                 float* dst) {
+  const int64_t k = cg * c.kh * c.kw, plane = c.h * c.w;
+  struct Run {
+    int64_t r, len, oy, ox;
+  };
+  Run runs[64];  // runs of one output row within a panel; nr <= 32
+  for (int64_t q = 0; q * nr < cols; ++q) {
+    const int64_t n = std::min(nr, cols - q * nr);
+    int nruns = 0;
+    for (int64_t r = 0, j = j0 + q * nr; r < n;) {
+      const int64_t oy = j / c.ow, ox = j % c.ow, len = std::min(c.ow - ox, n - r);
+      runs[nruns++] = {r, len, oy, ox};
+      r += len;
+      j += len;
+    }
+    float* o = dst + q * k * nr;
+    for (int64_t ci = 0; ci < cg; ++ci) {
+      const float* xc = x + ci * plane;
+      for (int64_t ky = 0; ky < c.kh; ++ky) {
+        for (int64_t kx = 0; kx < c.kw; ++kx, o += nr) {
+          for (int i = 0; i < nruns; ++i) {
+            const Run& run = runs[i];
+            float* dr = o + run.r;
+            const int64_t iy = run.oy * c.stride_h - c.pad_top + ky * c.dil_h;
+            if (iy < 0 || iy >= c.h) {
+              std::memset(dr, 0, size_t(run.len) * sizeof(float));
+              continue;
+            }
+            const float* row = xc + iy * c.w;
+            const int64_t ix0 = run.ox * c.stride_w - c.pad_left + kx * c.dil_w, sw = c.stride_w;
+            // t is inside the row when 0 <= ix0 + t*sw < w.
+            int64_t t0 = ix0 >= 0 ? 0 : ceil_div(-ix0, sw);
+            int64_t t1 = ix0 >= c.w ? 0 : std::min(run.len, (c.w - 1 - ix0) / sw + 1);
+            t0 = std::min(t0, run.len);
+            t1 = std::max(t1, t0);
+            for (int64_t t = 0; t < t0; ++t) dr[t] = 0.0f;
+            if (sw == 1) {
+              std::memcpy(dr + t0, row + ix0 + t0, size_t(t1 - t0) * sizeof(float));
+            } else {
+              for (int64_t t = t0; t < t1; ++t) dr[t] = row[ix0 + t * sw];
+            }
+            for (int64_t t = t1; t < run.len; ++t) dr[t] = 0.0f;
+          }
+          for (int64_t r = n; r < nr; ++r) o[r] = 0.0f;
+        }
+      }
+    }
+  }
+}
+
+bool is_depthwise3x3(const OpParams& p, const Shape& w) {
+  return w[1] == 1 && w[2] == 3 && w[3] == 3 && p.strides[0] == p.strides[1] &&
+         (p.strides[0] == 1 || p.strides[0] == 2) && p.dilations[0] == 1 && p.dilations[1] == 1;
+  // group == C == O is checked at run time (C comes with the input): group == O with w[1] == 1.
+}
+
+std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable& t,
+                                    int /*threads*/) {
+  if (!in[1].data || !in[1].dims || in[1].dtype != kDtypeF32 || !t.gemm) return nullptr;
+  const Shape& w = *in[1].dims;
+  auto s = std::make_shared<State>();
+  s->g = t.gemm;
+  s->m = w[0] / p.group;
+  s->k = w[1] * w[2] * w[3];
+  if (s->m == 1 && p.group == w[0] && is_depthwise3x3(p, w) && t.dwconv3x3) {
+    s->path = Path::kDepthwise3x3;
+    return s;
+  }
+  const bool pointwise = w[2] == 1 && w[3] == 1 && p.strides[0] == 1 && p.strides[1] == 1 && p.pads[0] == 0 &&
+                         p.pads[1] == 0 && p.pads[2] == 0 && p.pads[3] == 0;
+  s->path = pointwise ? Path::kGemm1x1 : Path::kGemmIm2col;
+  s->group_floats = round16(gemm_packed_a_size(*s->g, s->m, s->k));
+  s->storage.resize(size_t(s->group_floats * p.group + 16));
+  float* base = s->storage.data();
+  base += (16 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 16) % 16;
+  const float* wd = static_cast<const float*>(in[1].data);
+  for (int64_t gi = 0; gi < p.group; ++gi)
+    gemm_pack_a(*s->g, s->m, s->k, wd + gi * s->m * s->k, s->k, 1, base + gi * s->group_floats);
+  s->packed = base;
+  return s;
+}
+
+int threads_of(const ThreadPool* pool) { return pool ? pool->size() : 1; }
+
+int64_t workspace_floats(const OpParams& p, const void* state, const std::vector<const Shape*>& in,
+                         const Shape& os, int threads) {
+  const State* s = static_cast<const State*>(state);
+  if (!s) return 0;
+  switch (s->path) {
+    case Path::kDepthwise3x3: return 0;
+    case Path::kGemm1x1: return gemm_workspace_floats(*s->g, threads);
+    case Path::kGemmIm2col: {
+      (void)p;
+      (void)in;
+      return split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
+    }
+  }
+  return 0;
+}
+
+template <typename Fn>
+void parallel(ThreadPool* pool, int64_t count, const Fn& fn) {
+  if (pool && count > 1) {
+    pool->parallel_for(count, [&fn](int64_t task, int thread) { fn(task, thread); });
+  } else {
+    for (int64_t t = 0; t < count; ++t) fn(t, 0);
+  }
+}
+
+GemmParams group_gemm(const State& s, const Conv2dParams& c, const float* bias, int64_t gi, float* y) {
+  GemmParams gp;
+  gp.m = s.m;
+  gp.n = c.oh * c.ow;
+  gp.k = s.k;
+  gp.a = {s.packed + gi * s.group_floats, 0, 0, true};
+  gp.c = y + gi * s.m * gp.n;
+  gp.c_row_stride = gp.n;
+  if (bias) {
+    gp.bias = bias + gi * s.m;
+    gp.bias_kind = kGemmBiasPerRow;
+  }
+  gp.act = c.act.kind;
+  gp.alpha = c.act.alpha;
+  gp.beta = c.act.beta;
+  return gp;
+}
+
+void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out_v,
+                  const Shape& os, const KernelTable& k) {
+  float* out = static_cast<float*>(out_v);
+  const State* s = static_cast<const State*>(ctx.state);
+  const Conv2dParams c = conv_params(p, *in[0].shape, *in[1].shape, os);
+  const float* bias = in.size() > 2 ? in[2].data : nullptr;
+  if (!s || (s->path == Path::kDepthwise3x3 && (c.c != c.group || c.o != c.group))) {
+    k.conv2d(c, in[0].data, in[1].data, bias, out);
+    return;
+  }
+  const int threads = threads_of(ctx.pool);
+  const float* x = in[0].data;
+  const int64_t in_image = c.c * c.h * c.w, out_image = c.o * c.oh * c.ow;
+  if (s->path == Path::kDepthwise3x3) {
+    DwConv3x3Params d;
+    d.h = c.h, d.w = c.w, d.oh = c.oh, d.ow = c.ow;
+    d.stride = c.stride_h;
+    d.pad_top = c.pad_top, d.pad_left = c.pad_left;
+    d.act = c.act.kind, d.alpha = c.act.alpha, d.beta = c.act.beta;
+    const float* w = in[1].data;
+    const int64_t planes = c.n * c.c, in_plane = c.h * c.w, out_plane = c.oh * c.ow;
+    // Tasks of whole planes, about 8 per thread for balance.
+    const int64_t per_task = threads > 1 ? std::max<int64_t>(1, planes / (8 * threads)) : planes;
+    parallel(ctx.pool, ceil_div(planes, per_task), [&](int64_t task, int) {
+      const int64_t p0 = task * per_task, p1 = std::min(planes, p0 + per_task);
+      for (int64_t pl = p0; pl < p1; ++pl) {
+        const int64_t ch = pl % c.c;
+        k.dwconv3x3(d, x + pl * in_plane, w + ch * 9, bias ? bias[ch] : 0.0f, out + pl * out_plane);
+      }
+    });
+    return;
+  }
+  const GemmKernels& g = *s->g;
+  const int64_t cg = c.c / c.group;
+  for (int64_t b = 0; b < c.n; ++b) {
+    const float* xb = x + b * in_image;
+    float* yb = out + b * out_image;
+    if (s->path == Path::kGemm1x1) {
+      for (int64_t gi = 0; gi < c.group; ++gi) {
+        GemmParams gp = group_gemm(*s, c, bias, gi, yb);
+        gp.b = {xb + gi * cg * c.h * c.w, c.h * c.w, 1, false};
+        if (ctx.pool) gemm(g, gp, ctx.workspace, *ctx.pool);
+        else g.gemm(gp, ctx.workspace);
+      }
+      continue;
+    }
+    const int64_t n = c.oh * c.ow;
+    const Im2colSplit sp = split_im2col(g, s->m, s->k, n, threads);
+    const int64_t per_group = sp.blocks * sp.chunks;
+    parallel(ctx.pool, c.group * per_group, [&](int64_t task, int thread) {
+      const int64_t gi = task / per_group, rest = task % per_group;
+      const int64_t blk = rest / sp.chunks, chunk = rest % sp.chunks;
+      float* ws = ctx.workspace + thread * sp.thread_floats;
+      float* cols = ws + round16(g.workspace_floats);
+      const int64_t j0 = blk * sp.block_panels * g.nr, j1 = std::min(n, j0 + sp.block_panels * g.nr);
+      im2col_pack(c, xb + gi * cg * c.h * c.w, cg, j0, j1 - j0, g.nr, cols);
+      const int64_t m0 = chunk * sp.chunk_rows, m1 = std::min(s->m, m0 + sp.chunk_rows);
+      GemmParams gp = group_gemm(*s, c, bias, gi, yb);  // then narrowed to the block's columns
+      gp.c += j0;
+      gp.n = j1 - j0;
+      gp.b = {cols, 0, 0, true};
+      g.gemm(gemm_slice(gp, g.mr, g.nr, m0, m1, 0, gp.n), ws);
+    });
+  }
+}
+
 }  // namespace
 
-extern const OpDef kConv2dOp = {1, "conv2d", 2, 3, parse, infer_shape, run};
+extern const OpDef kConv2dOp = {1,       "conv2d",     2,       3, parse, infer_shape, run, false, nullptr,
+                                prepare, run_prepared, workspace_floats};
 
 }  // namespace ds

@@ -1,5 +1,11 @@
 // dense (op id 2): x (..., K), weight (M,K), optional bias (M); output (..., M). Fused activation.
+// With a constant weight the session packs W^T once as the GEMM's B operand (docs/kernels.md) and
+// runs y = x . W^T as one GEMM (batch rows, M columns, bias per column), split across threads by
+// ds::gemm; otherwise the scalar reference kernel runs.
+#include <cstdint>
+
 #include "common/error.h"
+#include "core/dispatch.h"
 #include "ops/op.h"
 
 namespace ds {
@@ -40,8 +46,61 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
   k.dense(d, in[0].data, in[1].data, bias, out);
 }
 
+struct State {
+  const GemmKernels* g;
+  std::vector<float> storage;  // W^T packed as B panels, 64-byte aligned at `packed`
+  const float* packed;
+};
+
+std::shared_ptr<const void> prepare(const OpParams&, const std::vector<ValueInfo>& in, const KernelTable& t, int) {
+  if (!in[1].data || !in[1].dims || in[1].dtype != kDtypeF32 || !t.gemm) return nullptr;
+  const Shape& w = *in[1].dims;
+  const int64_t m = w[0], k = w[1];
+  auto s = std::make_shared<State>();
+  s->g = t.gemm;
+  s->storage.resize(size_t(gemm_packed_b_size(*s->g, k, m) + 16));
+  float* base = s->storage.data();
+  base += (16 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 16) % 16;
+  gemm_pack_b(*s->g, k, m, static_cast<const float*>(in[1].data), 1, k, base);
+  s->packed = base;
+  return s;
+}
+
+int64_t workspace_floats(const OpParams&, const void* state, const std::vector<const Shape*>&, const Shape&,
+                         int threads) {
+  return state ? gemm_workspace_floats(*static_cast<const State*>(state)->g, threads) : 0;
+}
+
+void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out,
+                  const Shape& os, const KernelTable& k) {
+  const State* s = static_cast<const State*>(ctx.state);
+  if (!s) {
+    run(p, in, static_cast<float*>(out), os, k);
+    return;
+  }
+  const Shape& x = *in[0].shape;
+  GemmParams gp;
+  gp.m = product(x, 0, x.size() - 1);
+  gp.k = x.back();
+  gp.n = os.back();
+  gp.a = {in[0].data, gp.k, 1, false};
+  gp.b = {s->packed, 0, 0, true};
+  gp.c = static_cast<float*>(out);
+  gp.c_row_stride = gp.n;
+  if (in.size() > 2 && in[2].data) {
+    gp.bias = in[2].data;
+    gp.bias_kind = kGemmBiasPerCol;
+  }
+  gp.act = p.act.kind;
+  gp.alpha = p.act.alpha;
+  gp.beta = p.act.beta;
+  if (ctx.pool) gemm(*s->g, gp, ctx.workspace, *ctx.pool);
+  else s->g->gemm(gp, ctx.workspace);
+}
+
 }  // namespace
 
-extern const OpDef kDenseOp = {2, "dense", 2, 3, parse, infer_shape, run};
+extern const OpDef kDenseOp = {2,       "dense",      2,       3, parse, infer_shape, run, false, nullptr,
+                               prepare, run_prepared, workspace_floats};
 
 }  // namespace ds

@@ -82,6 +82,7 @@ struct OpInput {
 struct RunContext {
   const void* state;
   ThreadPool* pool;
+  float* workspace = nullptr;  // workspace_floats() floats, 64-byte aligned, this node's during its run
 };
 
 struct OpDef {
@@ -108,6 +109,10 @@ struct OpDef {
                                          const KernelTable& kernels, int threads) = nullptr;
   void (*run_prepared)(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& inputs, void* out,
                        const Shape& out_shape, const KernelTable& kernels) = nullptr;
+  // Optional, with prepare: floats of scratch run_prepared needs for these shapes and thread count
+  // (im2col blocks, GEMM packing). The session keeps one workspace, the largest any node asks for.
+  int64_t (*workspace_floats)(const OpParams& p, const void* state, const std::vector<const Shape*>& inputs,
+                              const Shape& out_shape, int threads) = nullptr;
 };
 
 // The op with this id, or null.

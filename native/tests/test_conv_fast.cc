@@ -1,0 +1,244 @@
+// The prepared conv2d and dense paths (packed-weight GEMM, im2col blocks, depthwise 3x3) through
+// the C API at every ISA level this machine runs (DS_FORCE_ISA) and 1, 2 and 3 threads, against
+// plain double loops: pointwise, strided, padded, dilated, grouped, depthwise, tile edges around
+// mr/nr, K past the GEMM's kc, more columns than one im2col block. Results must not depend on the
+// thread count (bitwise), and a weight that is not a constant falls back to the reference kernel.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "harness.h"
+#include "kernel_tolerances.h"
+#include "op_runner.h"
+
+using opt::Dims;
+
+namespace {
+
+const char* const kIsas[] = {"scalar", "avx2", "avx512"};
+
+struct Run {
+  ds_status status = DS_OK;
+  std::string error;
+  std::vector<float> y;
+};
+
+Run run_with(const dsw::File& f, const std::vector<std::vector<float>>& xs, const std::vector<Dims>& shapes,
+             const char* isa, int threads) {
+  Run r;
+  setenv("DS_FORCE_ISA", isa, 1);
+  const dsw::Bytes bytes = dsw::serialize(f);
+  ds_model* m = nullptr;
+  ds_session* s = nullptr;
+  ds_session_options o = DS_SESSION_OPTIONS_INIT;
+  o.threads = threads;
+  r.status = ds_model_load_memory(bytes.data(), bytes.size(), &m);
+  if (r.status == DS_OK) r.status = ds_session_create(m, &o, &s);
+  for (size_t i = 0; r.status == DS_OK && i < xs.size(); ++i)
+    r.status = ds_session_set_input(s, i, xs[i].data(), shapes[i].data(), shapes[i].size());
+  if (r.status == DS_OK) r.status = ds_session_run(s);
+  size_t rank = 0;
+  const int64_t* dims = nullptr;
+  if (r.status == DS_OK) r.status = ds_session_output_shape(s, 0, &rank, &dims);
+  if (r.status == DS_OK) {
+    r.y.resize(opt::count(Dims(dims, dims + rank)));
+    r.status = ds_session_get_output(s, 0, r.y.data(), r.y.size());
+  }
+  if (r.status != DS_OK) r.error = ds_last_error();
+  ds_session_free(s);
+  ds_model_free(m);
+  unsetenv("DS_FORCE_ISA");
+  return r;
+}
+
+// act_alpha, act_beta used with each activation code.
+double act_alpha(int act) { return act == 3 ? 0.1 : act == 5 ? 0.2 : 0.0; }
+double act_beta(int act) { return act == 2 ? 6.0 : act == 5 ? 0.5 : 0.0; }
+std::vector<dsw::Attr> act_attrs(int act) {
+  return {dsw::attr_int("activation", act), opt::attr_float("act_alpha", float(act_alpha(act))),
+          opt::attr_float("act_beta", float(act_beta(act)))};
+}
+
+bool isa_missing(const Run& r) {
+  return r.status == DS_ERR_INVALID_ARG && r.error.find("DS_FORCE_ISA") != std::string::npos;
+}
+
+struct Conv {
+  int64_t n, c, h, w, o, kh, kw, sh, sw, dh, dw, group;
+  int64_t pads[4];
+  bool bias;
+  int act;
+};
+
+int64_t out_size(int64_t in, int64_t pb, int64_t pe, int64_t k, int64_t s, int64_t d) {
+  return (in + pb + pe - d * (k - 1) - 1) / s + 1;
+}
+
+// Reference value and the magnitude it is built from (sum |x*w| + |bias|), per output element.
+void conv_reference(const Conv& p, const std::vector<float>& x, const std::vector<float>& w,
+                    const std::vector<float>& b, std::vector<double>* y, std::vector<double>* mag) {
+  const int64_t oh = out_size(p.h, p.pads[0], p.pads[2], p.kh, p.sh, p.dh);
+  const int64_t ow = out_size(p.w, p.pads[1], p.pads[3], p.kw, p.sw, p.dw);
+  const int64_t cg = p.c / p.group, og = p.o / p.group;
+  y->assign(size_t(p.n * p.o * oh * ow), 0.0);
+  mag->assign(y->size(), 0.0);
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t oc = 0; oc < p.o; ++oc)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double acc = p.bias ? b[size_t(oc)] : 0.0, m = std::fabs(acc);
+          for (int64_t ic = 0; ic < cg; ++ic)
+            for (int64_t ky = 0; ky < p.kh; ++ky)
+              for (int64_t kx = 0; kx < p.kw; ++kx) {
+                const int64_t iy = oy * p.sh - p.pads[0] + ky * p.dh, ix = ox * p.sw - p.pads[1] + kx * p.dw;
+                if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+                const double v = double(x[size_t(((n * p.c + (oc / og) * cg + ic) * p.h + iy) * p.w + ix)]) *
+                                 w[size_t(((oc * cg + ic) * p.kh + ky) * p.kw + kx)];
+                acc += v;
+                m += std::fabs(v);
+              }
+          const size_t i = size_t(((n * p.o + oc) * oh + oy) * ow + ox);
+          (*y)[i] = opt::activate(p.act, acc, double(float(act_alpha(p.act))), act_beta(p.act));
+          (*mag)[i] = m;
+        }
+}
+
+bool close(float got, double want, double mag) {
+  return std::fabs(double(got) - want) <= tol::kGemm * mag + 4 * 1.2e-7 * std::fabs(want) + 1e-30;
+}
+
+dsw::File conv_file(const Conv& p, const std::vector<float>& w, const std::vector<float>& b, bool weight_input) {
+  const std::vector<uint64_t> wd = {uint64_t(p.o), uint64_t(p.c / p.group), uint64_t(p.kh), uint64_t(p.kw)};
+  std::vector<dsw::Attr> attrs = {dsw::attr_ints("strides", {p.sh, p.sw}),
+                                  dsw::attr_ints("pads", {p.pads[0], p.pads[1], p.pads[2], p.pads[3]}),
+                                  dsw::attr_ints("dilations", {p.dh, p.dw}), dsw::attr_int("group", p.group)};
+  for (const dsw::Attr& a : act_attrs(p.act)) attrs.push_back(a);
+  std::vector<dsw::Tensor> consts;
+  std::vector<Dims> inputs = {{-1, p.c, p.h, p.w}};
+  if (weight_input) inputs.push_back(Dims(wd.begin(), wd.end()));
+  else consts.push_back(dsw::dense_tensor("w", wd, w));
+  if (p.bias) consts.push_back(dsw::dense_tensor("b", {uint64_t(p.o)}, b));
+  return opt::one_node(1, inputs, std::move(consts), attrs);
+}
+
+// Every ISA level and thread count against the double reference; bitwise equal across threads.
+void check_conv(const Conv& p, tiny::Rng& rng, const std::string& what) {
+  const std::vector<float> x = opt::random_vec(rng, size_t(p.n * p.c * p.h * p.w));
+  const std::vector<float> w = opt::random_vec(rng, size_t(p.o * (p.c / p.group) * p.kh * p.kw));
+  const std::vector<float> b = opt::random_vec(rng, size_t(p.o));
+  std::vector<double> want, mag;
+  conv_reference(p, x, w, b, &want, &mag);
+  const dsw::File f = conv_file(p, w, b, false);
+  for (const char* isa : kIsas) {
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      const Run r = run_with(f, {x}, {{p.n, p.c, p.h, p.w}}, isa, threads);
+      if (isa_missing(r)) break;
+      REQUIRE_MSG(r.status == DS_OK, what + " " + isa + ": " + r.error);
+      REQUIRE_MSG(r.y.size() == want.size(), what);
+      size_t bad = 0;
+      for (size_t i = 0; i < want.size(); ++i) bad += !close(r.y[i], want[i], mag[i]);
+      CHECK_MSG(bad == 0, what + " " + isa + " threads " + std::to_string(threads) + ": " + std::to_string(bad) +
+                              " of " + std::to_string(want.size()) + " outside the tolerance");
+      if (threads == 1) first = r.y;
+      else CHECK_MSG(r.y == first, what + " " + isa + ": threads " + std::to_string(threads) + " differ from 1");
+    }
+  }
+}
+
+}  // namespace
+
+TEST(conv2d_paths_match_reference_at_every_level) {
+  tiny::Rng rng(7);
+  //            n  c   h   w   o  kh kw sh sw dh dw  g  pads           bias  act
+  const Conv cases[] = {
+      {1, 16, 9, 11, 24, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},     // pointwise: GEMM on the plane
+      {2, 5, 13, 7, 13, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, 0},    // pointwise, batch 2, m = mr + 1
+      {1, 8, 10, 10, 12, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // 1x1 stride 2: im2col
+      {1, 3, 17, 19, 25, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},    // 3x3 pad 1, clip
+      {1, 6, 15, 16, 11, 3, 3, 2, 2, 1, 1, 1, {1, 1, 0, 0}, true, 3},    // stride 2, asymmetric pads
+      {1, 3, 23, 21, 16, 7, 7, 2, 2, 1, 1, 1, {3, 3, 3, 3}, true, 1},    // a stem: 7x7 s2 p3
+      {1, 4, 14, 12, 5, 5, 3, 1, 2, 2, 1, 1, {2, 0, 1, 3}, false, 6},    // dilation, mixed strides
+      {1, 8, 9, 9, 6, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 5},       // groups
+      {1, 300, 4, 5, 7, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 0},     // K = 2700, past kc; n = 20
+      {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},    // m > n: rows split across threads
+      {1, 2, 70, 66, 4, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, false, 0},    // 4620 columns: several blocks
+      {1, 10, 12, 13, 10, 3, 3, 1, 1, 1, 1, 10, {1, 1, 1, 1}, true, 6},  // depthwise s1
+      {2, 7, 17, 18, 7, 3, 3, 2, 2, 1, 1, 7, {1, 1, 1, 1}, true, 2},     // depthwise s2, batch 2
+      {1, 6, 11, 9, 6, 3, 3, 2, 2, 1, 1, 6, {0, 0, 0, 0}, false, 4},     // depthwise s2 unpadded, sigmoid
+      {1, 4, 8, 8, 8, 3, 3, 1, 1, 1, 1, 4, {1, 1, 1, 1}, true, 7},       // channel multiplier 2: GEMM
+      {1, 5, 9, 9, 5, 3, 3, 1, 1, 2, 2, 5, {2, 2, 2, 2}, true, 0},       // dilated depthwise: reference
+      {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},       // 1x1x1
+  };
+  int i = 0;
+  for (const Conv& p : cases) check_conv(p, rng, "case " + std::to_string(i++));
+  for (int r = 0; r < 25; ++r) {  // random shapes
+    Conv p;
+    p.group = rng.below(4) == 0 ? 1 + rng.below(3) : 1;
+    p.c = p.group * (1 + rng.below(12));
+    p.o = p.group * (1 + rng.below(30));
+    p.n = 1 + rng.below(2);
+    p.kh = 1 + rng.below(5), p.kw = 1 + rng.below(5);
+    p.sh = 1 + rng.below(3), p.sw = 1 + rng.below(3);
+    p.dh = 1 + rng.below(2), p.dw = 1 + rng.below(2);
+    for (int k = 0; k < 4; ++k) p.pads[k] = rng.below(3);
+    p.h = p.dh * (p.kh - 1) + 1 + rng.below(30);
+    p.w = p.dw * (p.kw - 1) + 1 + rng.below(30);
+    p.bias = rng.below(2) == 0;
+    p.act = int(rng.below(8));
+    check_conv(p, rng, "random " + std::to_string(r));
+  }
+}
+
+TEST(conv2d_weight_from_an_input_runs_the_reference) {
+  tiny::Rng rng(9);
+  const Conv p = {1, 4, 8, 9, 6, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1};
+  const std::vector<float> x = opt::random_vec(rng, size_t(p.c * p.h * p.w));
+  const std::vector<float> w = opt::random_vec(rng, size_t(p.o * p.c * 9));
+  const std::vector<float> b = opt::random_vec(rng, size_t(p.o));
+  std::vector<double> want, mag;
+  conv_reference(p, x, w, b, &want, &mag);
+  const Run r = run_with(conv_file(p, w, b, true), {x, w}, {{1, p.c, p.h, p.w}, {p.o, p.c, 3, 3}}, "scalar", 2);
+  REQUIRE_MSG(r.status == DS_OK, r.error);
+  for (size_t i = 0; i < want.size(); ++i) CHECK(close(r.y[i], want[i], mag[i]));
+}
+
+TEST(dense_matches_reference_at_every_level) {
+  tiny::Rng rng(11);
+  struct Case { int64_t batch, k, m; bool bias; int act; };
+  const Case cases[] = {{1, 784, 300, true, 1}, {1, 1, 1, false, 0}, {3, 17, 33, true, 2}, {13, 500, 10, true, 4},
+                        {1, 6144, 128, true, 1}, {2, 64, 1000, false, 7}, {5, 31, 31, true, 6}};
+  for (const Case& c : cases) {
+    const std::vector<float> x = opt::random_vec(rng, size_t(c.batch * c.k));
+    const std::vector<float> w = opt::random_vec(rng, size_t(c.m * c.k));
+    const std::vector<float> b = opt::random_vec(rng, size_t(c.m));
+    std::vector<dsw::Tensor> consts = {dsw::dense_tensor("w", {uint64_t(c.m), uint64_t(c.k)}, w)};
+    if (c.bias) consts.push_back(dsw::dense_tensor("b", {uint64_t(c.m)}, b));
+    const std::vector<dsw::Attr> attrs = act_attrs(c.act);
+    const dsw::File f = opt::one_node(2, {{-1, c.k}}, std::move(consts), attrs);
+    const std::string what = std::to_string(c.batch) + "x" + std::to_string(c.k) + "x" + std::to_string(c.m);
+    for (const char* isa : kIsas) {
+      std::vector<float> first;
+      for (int threads : {1, 2, 3}) {
+        const Run r = run_with(f, {x}, {{c.batch, c.k}}, isa, threads);
+        if (isa_missing(r)) break;
+        REQUIRE_MSG(r.status == DS_OK, what + " " + isa + ": " + r.error);
+        size_t bad = 0;
+        for (int64_t i = 0; i < c.batch; ++i)
+          for (int64_t j = 0; j < c.m; ++j) {
+            double acc = c.bias ? b[size_t(j)] : 0.0, mag = std::fabs(acc);
+            for (int64_t q = 0; q < c.k; ++q) {
+              const double v = double(x[size_t(i * c.k + q)]) * w[size_t(j * c.k + q)];
+              acc += v;
+              mag += std::fabs(v);
+            }
+            bad += !close(r.y[size_t(i * c.m + j)], opt::activate(c.act, acc, double(float(act_alpha(c.act))), act_beta(c.act)), mag);
+          }
+        CHECK_MSG(bad == 0, what + " " + isa + " threads " + std::to_string(threads) + ": " + std::to_string(bad) + " bad");
+        if (threads == 1) first = r.y;
+        else CHECK_MSG(r.y == first, what + " " + isa + ": threads " + std::to_string(threads) + " differ from 1");
+      }
+    }
+  }
+}
