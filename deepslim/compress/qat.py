@@ -314,16 +314,13 @@ def _points(gm: torch.fx.GraphModule) -> list[_Point]:
             src = n.args[0]
             if isinstance(src, torch.fx.Node) and _kind(src, modules) in ("layer", "add") \
                     and len(_tensor_users(src, modules)) == 1 and src not in outputs:
-                continue  # fused into its producer; the point sits at the last clamp of the chain
+                continue  # fused into its producer (the IR fuses one activation); the point follows it
         producer = None if kind == "input" else _op_name(n)
         point = n
-        while True:
-            users = _tensor_users(point, modules)
-            if kind in ("layer", "add") and len(users) == 1 and point not in outputs and \
-                    users[0].op != "output" and _kind(users[0], modules) == "clamp":
-                point = users[0]
-            else:
-                break
+        users = _tensor_users(n, modules)
+        if kind in ("layer", "add") and len(users) == 1 and n not in outputs and users[0].op != "output" \
+                and _kind(users[0], modules) == "clamp":
+            point = users[0]
         value = "output" if point in outputs else _op_name(point)
         points.append(_Point(point, value, producer, consumers(point)))
     return points
