@@ -45,6 +45,11 @@ KernelTable with_level(const char* isa, const GemmKernels* gemm, DwConv3x3Fn dwc
   return t;
 }
 
+KernelTable with_maxpool(KernelTable t, Pool2dKernel maxpool2d) {
+  t.maxpool2d = maxpool2d;
+  return t;
+}
+
 KernelTable with_q(KernelTable t, const char* isa, const QKernels* q) {
   t.isa = isa;
   t.q = q;
@@ -105,8 +110,10 @@ Isa active_isa() {
 const KernelTable& kernels_for(Isa isa) {
   if (!isa_available(isa)) fail(DS_ERR_INVALID_ARG, "ISA level ", isa_name(isa), " is not available here");
 #if defined(DEEPSLIM_X86_KERNELS)
-  static const KernelTable avx2 = with_level("avx2", &ds_f32_gemm_kernels__avx2, ds_f32_dwconv3x3__scalar);
-  static const KernelTable avx512 = with_level("avx512", &ds_f32_gemm_kernels__avx512, ds_f32_dwconv3x3__avx512);
+  static const KernelTable avx2 =
+      with_maxpool(with_level("avx2", &ds_f32_gemm_kernels__avx2, ds_f32_dwconv3x3__scalar), ds_f32_maxpool2d__avx2);
+  static const KernelTable avx512 = with_maxpool(
+      with_level("avx512", &ds_f32_gemm_kernels__avx512, ds_f32_dwconv3x3__avx512), ds_f32_maxpool2d__avx512);
   // int8: AVX2 kernels (vpmaddwd) up to AVX-512 without VNNI; vpdpbusd with it.
   static const KernelTable avx2_q = with_q(avx2, "avx2", &ds_qkernels__avx2);
   static const KernelTable avx512_q = with_q(avx512, "avx512", &ds_qkernels__avx2);

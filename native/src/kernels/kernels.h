@@ -207,6 +207,9 @@ void ds_f32_conv_transpose2d__scalar(const ConvTranspose2dParams& p, const float
 void ds_f32_dense__scalar(const DenseParams& p, const float* x, const float* w, const float* bias,
                           float* y);
 void ds_f32_maxpool2d__scalar(const Pool2dParams& p, const float* x, float* y);
+// Per-ISA (src/kernels/x86): strides 1 and 2 vectorised, anything else through the scalar kernel.
+void ds_f32_maxpool2d__avx2(const Pool2dParams& p, const float* x, float* y);
+void ds_f32_maxpool2d__avx512(const Pool2dParams& p, const float* x, float* y);
 void ds_f32_avgpool2d__scalar(const Pool2dParams& p, const float* x, float* y);
 void ds_f32_global_avgpool__scalar(int64_t planes, int64_t size, const float* x, float* y);
 void ds_f32_global_maxpool__scalar(int64_t planes, int64_t size, const float* x, float* y);

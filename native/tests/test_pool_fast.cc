@@ -1,0 +1,86 @@
+// The SIMD max pooling kernels against the scalar reference, bit for bit (max is exact), at every
+// level this machine runs: strides 1 and 2 (vector paths) and others (the fallback), widths around
+// the vector (7, 8, 9, 15, 16, 17, 33), pads, ceil-mode windows hanging past the end, dilation.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "harness.h"
+#include "kernels/kernels.h"
+#include "tiny_net.h"
+
+namespace {
+
+struct Level {
+  ds::Isa isa;
+  ds::Pool2dKernel fn;
+};
+
+int64_t out_size(int64_t in, int64_t pb, int64_t pe, int64_t k, int64_t s, int64_t d, bool ceil) {
+  const int64_t span = in + pb + pe - d * (k - 1) - 1;
+  int64_t out = (ceil ? (span + s - 1) / s : span / s) + 1;
+  if (ceil && (out - 1) * s >= in + pb) --out;
+  return out;
+}
+
+void check(const ds::Pool2dParams& p, tiny::Rng& rng, const std::string& what, int* ran) {
+  std::vector<float> x(size_t(p.n * p.c * p.h * p.w));
+  for (float& v : x) v = rng.uniform(-1, 1);
+  std::vector<float> want(size_t(p.n * p.c * p.oh * p.ow)), got(want.size() + 1, 7.0f);
+  ds::ds_f32_maxpool2d__scalar(p, x.data(), want.data());
+  const Level levels[] = {{ds::Isa::kAvx2, ds::ds_f32_maxpool2d__avx2}, {ds::Isa::kAvx512, ds::ds_f32_maxpool2d__avx512}};
+  for (const Level& l : levels) {
+    if (!ds::isa_available(l.isa)) continue;
+    ++*ran;
+    got.assign(want.size() + 1, 7.0f);
+    l.fn(p, x.data(), got.data());
+    size_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i];
+    CHECK_MSG(bad == 0, what + " " + ds::isa_name(l.isa) + ": " + std::to_string(bad) + " differ");
+    CHECK_MSG(got.back() == 7.0f, what + " " + ds::isa_name(l.isa) + ": wrote past the output");
+  }
+}
+
+ds::Pool2dParams make(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t s, int64_t pad, int64_t dil,
+                      bool ceil) {
+  ds::Pool2dParams p{};
+  p.n = n, p.c = c, p.h = h, p.w = w;
+  p.kh = p.kw = k;
+  p.stride_h = p.stride_w = s;
+  p.pad_top = p.pad_left = p.pad_bottom = p.pad_right = pad;
+  p.dil_h = p.dil_w = dil;
+  p.oh = out_size(h, pad, pad, k, s, dil, ceil);
+  p.ow = out_size(w, pad, pad, k, s, dil, ceil);
+  p.count_include_pad = false;
+  return p;
+}
+
+}  // namespace
+
+TEST(maxpool2d_simd_matches_reference) {
+  tiny::Rng rng(5);
+  int ran = 0;
+  for (int64_t w : {1, 2, 7, 8, 9, 15, 16, 17, 33, 56, 112})
+    for (int64_t s : {1, 2, 3})
+      for (int64_t k : {2, 3})
+        for (int64_t pad : {0, 1}) {
+          if (pad >= k || w + 2 * pad < k) continue;
+          for (bool ceil : {false, true}) {
+            const ds::Pool2dParams p = make(1, 2, 5 + w % 4, w, k, s, pad, 1, ceil);
+            if (p.oh < 1 || p.ow < 1) continue;
+            check(p, rng, "w" + std::to_string(w) + " s" + std::to_string(s) + " k" + std::to_string(k) + " pad" +
+                              std::to_string(pad) + (ceil ? " ceil" : ""), &ran);
+          }
+        }
+  check(make(2, 3, 11, 13, 3, 2, 1, 2, false), rng, "dilation 2", &ran);
+  check(make(1, 1, 9, 40, 5, 1, 2, 1, false), rng, "5x5 s1", &ran);
+  for (int r = 0; r < 40; ++r) {
+    const int64_t k = 1 + rng.below(4), s = 1 + rng.below(2), pad = rng.below(unsigned(k));
+    const int64_t h = k + rng.below(20), w = k + rng.below(70);
+    const ds::Pool2dParams p = make(1 + rng.below(2), 1 + rng.below(3), h, w, k, s, pad, 1, rng.below(2) == 1);
+    if (p.oh < 1 || p.ow < 1) continue;
+    check(p, rng, "random " + std::to_string(r), &ran);
+  }
+  if (ran == 0) SKIP("no SIMD level on this machine");
+}
