@@ -1,6 +1,6 @@
-// The prepared conv2d and dense paths (packed-weight GEMM, im2col blocks, depthwise 3x3) through
-// the C API at every ISA level this machine runs (DS_FORCE_ISA) and 1, 2 and 3 threads, against
-// plain double loops: pointwise, strided, padded, dilated, grouped, depthwise, tile edges around
+// The prepared conv2d and dense paths (packed-weight GEMM, im2col blocks, pixels-as-rows GEMM,
+// depthwise 3x3) through the C API at every ISA level this machine runs (DS_FORCE_ISA) and 1, 2
+// and 3 threads, against plain double loops: pointwise, strided, padded, dilated, grouped, depthwise, tile edges around
 // mr/nr, K past the GEMM's kc, more columns than one im2col block. Results must not depend on the
 // thread count (bitwise), and a weight that is not a constant falls back to the reference kernel.
 #include <algorithm>
@@ -164,6 +164,9 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       {1, 300, 4, 5, 7, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 0},     // K = 2700, past kc; n = 20
       {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},    // m > n: rows split across threads
       {1, 2, 70, 66, 4, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, false, 0},    // 4620 columns: several blocks
+      {2, 9, 5, 4, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 3},      // pixels as rows, batch 2
+      {1, 8, 4, 4, 40, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 1},      // pixels as rows, 2 groups
+      {1, 24, 7, 7, 70, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 6},     // pointwise, pixels as rows
       {1, 10, 12, 13, 10, 3, 3, 1, 1, 1, 1, 10, {1, 1, 1, 1}, true, 6},  // depthwise s1
       {2, 7, 17, 18, 7, 3, 3, 2, 2, 1, 1, 7, {1, 1, 1, 1}, true, 2},     // depthwise s2, batch 2
       {1, 6, 11, 9, 6, 3, 3, 2, 2, 1, 1, 6, {0, 0, 0, 0}, false, 4},     // depthwise s2 unpadded, sigmoid
