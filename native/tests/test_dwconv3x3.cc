@@ -69,4 +69,5 @@ TEST(dwconv3x3_reference_on_known_values) {
   CHECK_NEAR(y[3], 29, 0);
 }
 
+TEST(dwconv3x3_avx2_matches_reference) { check_level(ds::Isa::kAvx2); }
 TEST(dwconv3x3_avx512_matches_reference) { check_level(ds::Isa::kAvx512); }

@@ -111,7 +111,7 @@ const KernelTable& kernels_for(Isa isa) {
   if (!isa_available(isa)) fail(DS_ERR_INVALID_ARG, "ISA level ", isa_name(isa), " is not available here");
 #if defined(DEEPSLIM_X86_KERNELS)
   static const KernelTable avx2 =
-      with_maxpool(with_level("avx2", &ds_f32_gemm_kernels__avx2, ds_f32_dwconv3x3__scalar), ds_f32_maxpool2d__avx2);
+      with_maxpool(with_level("avx2", &ds_f32_gemm_kernels__avx2, ds_f32_dwconv3x3__avx2), ds_f32_maxpool2d__avx2);
   static const KernelTable avx512 = with_maxpool(
       with_level("avx512", &ds_f32_gemm_kernels__avx512, ds_f32_dwconv3x3__avx512), ds_f32_maxpool2d__avx512);
   // int8: AVX2 kernels (vpmaddwd) up to AVX-512 without VNNI; vpdpbusd with it.

@@ -19,6 +19,7 @@ struct DwConv3x3Params {
 using DwConv3x3Fn = void (*)(const DwConv3x3Params& p, const float* x, const float* w, float bias, float* y);
 
 void ds_f32_dwconv3x3__scalar(const DwConv3x3Params& p, const float* x, const float* w, float bias, float* y);
+void ds_f32_dwconv3x3__avx2(const DwConv3x3Params& p, const float* x, const float* w, float bias, float* y);
 void ds_f32_dwconv3x3__avx512(const DwConv3x3Params& p, const float* x, const float* w, float bias, float* y);
 
 }  // namespace ds
