@@ -173,6 +173,13 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       {1, 4, 8, 8, 8, 3, 3, 1, 1, 1, 1, 4, {1, 1, 1, 1}, true, 7},       // channel multiplier 2: GEMM
       {1, 5, 9, 9, 5, 3, 3, 1, 1, 2, 2, 5, {2, 2, 2, 2}, true, 0},       // dilated depthwise: reference
       {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},       // 1x1x1
+      // Large enough for the pool (small jobs run inline): im2col blocks, pointwise, pixels as
+      // rows with a parallel im2col, depthwise planes.
+      {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
+      {1, 128, 30, 30, 128, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},
+      {1, 200, 12, 12, 160, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},
+      {1, 32, 60, 60, 32, 3, 3, 1, 1, 1, 1, 32, {1, 1, 1, 1}, true, 6},
+      {1, 32, 121, 120, 32, 3, 3, 2, 2, 1, 1, 32, {1, 1, 1, 1}, false, 0},
   };
   int i = 0;
   for (const Conv& p : cases) check_conv(p, rng, "case " + std::to_string(i++));
@@ -211,7 +218,8 @@ TEST(dense_matches_reference_at_every_level) {
   tiny::Rng rng(11);
   struct Case { int64_t batch, k, m; bool bias; int act; };
   const Case cases[] = {{1, 784, 300, true, 1}, {1, 1, 1, false, 0}, {3, 17, 33, true, 2}, {13, 500, 10, true, 4},
-                        {1, 6144, 128, true, 1}, {2, 64, 1000, false, 7}, {5, 31, 31, true, 6}};
+                        {1, 6144, 128, true, 1}, {2, 64, 1000, false, 7}, {5, 31, 31, true, 6},
+                        {4, 1024, 600, true, 1}};  // the last is large enough for the pool
   for (const Case& c : cases) {
     const std::vector<float> x = opt::random_vec(rng, size_t(c.batch * c.k));
     const std::vector<float> w = opt::random_vec(rng, size_t(c.m * c.k));

@@ -241,14 +241,21 @@ int64_t workspace_floats(const OpParams& p, const void* state, const std::vector
   return 0;
 }
 
-// Below this many floats moved (or multiply-adds) a job hand-off to the pool costs more than it saves.
-constexpr int64_t kMinParallelWork = 64 * 1024;
+// Below this many floats moved, or multiply-adds, a job hand-off to the pool (a condition-variable
+// wake-up, 10-30 us) costs more than it saves.
+constexpr int64_t kMinParallelFloats = 256 * 1024;
+constexpr int64_t kMinParallelMacs = 2 * 1024 * 1024;
 
-// fn(task, thread) for every task; on the pool when there is one and `work` (the whole job's
-// size) is worth it, else inline in order.
+// fn(task, thread) for every task; on the pool when there is one and `work` >= 0, else inline in
+// order. Callers pass work_or_inline(...).
+int64_t work_or_inline(int64_t work, int64_t threshold) { return work >= threshold ? work : -1; }
+
+// The session's pool for GEMMs worth splitting, else null (ds::gemm then runs inline).
+ThreadPool* pool_for_macs(ThreadPool* pool, int64_t macs) { return macs >= kMinParallelMacs ? pool : nullptr; }
+
 template <typename Fn>
 void parallel(ThreadPool* pool, int64_t count, int64_t work, const Fn& fn) {
-  if (pool && count > 1 && work >= kMinParallelWork) {
+  if (pool && count > 1 && work >= 0) {
     pool->parallel_for(count, [&fn](int64_t task, int thread) { fn(task, thread); });
   } else {
     for (int64_t t = 0; t < count; ++t) fn(t, 0);
@@ -296,7 +303,8 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     const int64_t planes = c.n * c.c, in_plane = c.h * c.w, out_plane = c.oh * c.ow;
     // Tasks of whole planes, about 8 per thread for balance.
     const int64_t per_task = threads > 1 ? std::max<int64_t>(1, planes / (8 * threads)) : planes;
-    parallel(ctx.pool, ceil_div(planes, per_task), planes * out_plane * 9, [&](int64_t task, int) {
+    const int64_t outputs = planes * out_plane;  // ~0.6 ns each
+    parallel(ctx.pool, ceil_div(planes, per_task), work_or_inline(outputs, kMinParallelFloats / 4), [&](int64_t task, int) {
       const int64_t p0 = task * per_task, p1 = std::min(planes, p0 + per_task);
       for (int64_t pl = p0; pl < p1; ++pl) {
         const int64_t ch = pl % c.c;
@@ -314,7 +322,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       for (int64_t gi = 0; gi < c.group; ++gi) {
         GemmParams gp = group_gemm(*s, c, bias, gi, yb);
         gp.b = {xb + gi * cg * c.h * c.w, c.h * c.w, 1, false};
-        if (ctx.pool) gemm(g, gp, ctx.workspace, *ctx.pool);
+        if (ThreadPool* pool = pool_for_macs(ctx.pool, gp.m * gp.n * gp.k)) gemm(g, gp, ctx.workspace, *pool);
         else g.gemm(gp, ctx.workspace);
       }
       continue;
@@ -328,7 +336,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       const int64_t per_task = std::max<int64_t>(1, panels / (4 * threads));
       for (int64_t gi = 0; gi < c.group; ++gi) {
         const float* xg = xb + gi * cg * c.h * c.w;
-        parallel(ctx.pool, ceil_div(panels, per_task), n * s->k, [&](int64_t task, int) {
+        parallel(ctx.pool, ceil_div(panels, per_task), work_or_inline(n * s->k, kMinParallelFloats), [&](int64_t task, int) {
           const int64_t q0 = task * per_task, q1 = std::min(panels, q0 + per_task);
           const int64_t j0 = q0 * g.mr, j1 = std::min(n, q1 * g.mr);
           im2col_pack(c, xg, cg, j0, j1 - j0, g.mr, cols + q0 * g.mr * s->k);
@@ -348,11 +356,11 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         gp.act = c.act.kind;
         gp.alpha = c.act.alpha;
         gp.beta = c.act.beta;
-        if (ctx.pool) gemm(g, gp, ctx.workspace, *ctx.pool);
+        if (ThreadPool* pool = pool_for_macs(ctx.pool, gp.m * gp.n * gp.k)) gemm(g, gp, ctx.workspace, *pool);
         else g.gemm(gp, ctx.workspace);
         // Y^T [n, m] -> y [m, n], in blocks of 16 channels x 64 pixels.
         float* yg = yb + gi * s->m * n;
-        parallel(ctx.pool, ceil_div(s->m, 16), n * s->m, [&](int64_t task, int) {
+        parallel(ctx.pool, ceil_div(s->m, 16), work_or_inline(n * s->m, kMinParallelFloats), [&](int64_t task, int) {
           const int64_t o0 = task * 16, o1 = std::min(s->m, o0 + 16);
           for (int64_t i0 = 0; i0 < n; i0 += 64) {
             const int64_t i1 = std::min(n, i0 + 64);
@@ -365,7 +373,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     }
     const Im2colSplit sp = split_im2col(g, s->m, s->k, n, threads);
     const int64_t per_group = sp.blocks * sp.chunks;
-    parallel(ctx.pool, c.group * per_group, c.group * s->m * s->k * n, [&](int64_t task, int thread) {
+    parallel(ctx.pool, c.group * per_group, work_or_inline(c.group * s->m * s->k * n, kMinParallelMacs), [&](int64_t task, int thread) {
       const int64_t gi = task / per_group, rest = task % per_group;
       const int64_t blk = rest / sp.chunks, chunk = rest % sp.chunks;
       float* ws = ctx.workspace + thread * sp.thread_floats;

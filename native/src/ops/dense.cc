@@ -94,7 +94,8 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
   gp.act = p.act.kind;
   gp.alpha = p.act.alpha;
   gp.beta = p.act.beta;
-  if (ctx.pool) gemm(*s->g, gp, ctx.workspace, *ctx.pool);
+  // Under ~2M multiply-adds (LeNet's layers) a wake-up of the pool costs more than it saves.
+  if (ctx.pool && gp.m * gp.n * gp.k >= 2 * 1024 * 1024) gemm(*s->g, gp, ctx.workspace, *ctx.pool);
   else s->g->gemm(gp, ctx.workspace);
 }
 
