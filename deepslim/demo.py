@@ -24,7 +24,8 @@ class DemoRow:
     dsm_acc: float  # the compressed .dsm in the native runtime
     fp32_bytes: int  # size of the uncompressed fp32 .dsm file
     dsm_bytes: int  # size of the compressed .dsm file
-    ratio: float
+    ratio: float  # fp32_bytes / dsm_bytes (whole files)
+    weight_ratio: float  # params x 4 / dsm_bytes (the Deep Compression papers' measure, without file overhead)
     ms_per_image: float  # median batch-1 latency of Session.run, 1 thread
     params: int
     weight_bytes_fp32: int  # params x 4
@@ -70,6 +71,7 @@ def run_one(name: str, splits, out_dir: Path, retrain: bool) -> DemoRow:
         fp32_bytes=fp32_report.file_size,
         dsm_bytes=report.file_size,
         ratio=round(fp32_report.file_size / report.file_size, 1),
+        weight_ratio=round(params * 4 / report.file_size, 1),
         ms_per_image=round(lat.median_ms, 4),
         params=params,
         weight_bytes_fp32=params * 4,
@@ -92,9 +94,6 @@ def format_table(rows: list[DemoRow]) -> str:
 
 
 def run_demo(args: argparse.Namespace) -> list[DemoRow]:
-    import torch
-
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     names = [n.strip() for n in args.models.split(",") if n.strip()]
