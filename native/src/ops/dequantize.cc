@@ -5,12 +5,7 @@ namespace ds {
 namespace {
 
 OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
-  AttrParser a(attrs, node, "dequantize");
-  OpParams p;
-  p.scale = q_scale(a);
-  p.zp = q_zero_point(a, "zero_point");
-  a.finish();
-  return p;
+  return q_parse_scale_zero_point(attrs, node, "dequantize");
 }
 
 Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const std::string&) { return *in[0]; }

@@ -53,6 +53,16 @@ inline float q_scale(AttrParser& a) {
   return s;
 }
 
+// The attributes of quantize and dequantize: `scale` and `zero_point`, nothing else.
+inline OpParams q_parse_scale_zero_point(const std::vector<Attr>& attrs, const std::string& node, const char* op) {
+  AttrParser a(attrs, node, op);
+  OpParams p;
+  p.scale = q_scale(a);
+  p.zp = q_zero_point(a, "zero_point");
+  a.finish();
+  return p;
+}
+
 // act_min / act_max (defaults 0, 255), each in 0..255, act_min <= act_max.
 inline void q_act_range(AttrParser& a, OpParams& p) {
   const int64_t lo = a.get_int("act_min", 0), hi = a.get_int("act_max", 255);
