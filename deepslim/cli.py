@@ -95,9 +95,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     import json
 
-    from deepslim.bench.run import as_json, bench, format_results
+    from deepslim.bench.run import as_json, bench, format_profile, format_results, profile_nodes
 
     batches = _int_list(args.batch, "--batch")
+    if args.profile:
+        for batch in batches:
+            print(f"model {args.model}, batch {batch}, threads {args.threads}: time per node (mean of 50 runs)")
+            print(format_profile(profile_nodes(args.model, threads=args.threads, batch=batch)))
+        return 0
     vs = [] if args.vs.strip() in ("", "none") else [v.strip() for v in args.vs.split(",") if v.strip()]
     results = bench(args.model, threads=args.threads, batches=batches, vs=vs, seconds=args.seconds)
     print(format_results(results, args.model))
@@ -191,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="peers to compare with, comma-separated, or 'none' (default: all four)")
     s.add_argument("--seconds", type=float, default=3.0, help="timing budget per batch size (default: 3)")
     s.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    s.add_argument("--profile", action="store_true",
+                   help="instead of comparing engines, time each node of our runtime and print the slowest")
     s.set_defaults(func=_cmd_bench)
 
     s = sub.add_parser("run", help="run a .dsm model on an input .npy", description="Run a .dsm model in the "

@@ -175,6 +175,39 @@ def bench(model: str, *, threads: int = 1, batches: list[int] | None = None, vs:
     return results
 
 
+def profile_nodes(model: str, *, threads: int = 1, batch: int = 1, runs: int = 50,
+                  workdir: Path | None = None) -> list[dict]:
+    """Mean milliseconds per node of our runtime over `runs` runs (after 3 warm-up runs)."""
+    from deepslim.runtime import Session
+
+    prepared = prepare(model, workdir or Path("results") / "bench")
+    session = Session(prepared.dsm, threads=threads, profile=True)
+    x = np.random.default_rng(0).standard_normal((batch, *prepared.input_shape)).astype(np.float32)
+    for _ in range(3):
+        session.run(x)
+    warm = {r["name"]: r["ms"] * r["runs"] for r in session.node_profile()}
+    for _ in range(runs):
+        session.run(x)
+    rows = session.node_profile()
+    for r in rows:
+        r["ms"] = (r["ms"] * r["runs"] - warm[r["name"]]) / runs
+        r["runs"] = runs
+    return rows
+
+
+def format_profile(rows: list[dict], top: int = 25) -> str:
+    total = sum(r["ms"] for r in rows) or 1.0
+    by_op: dict[str, float] = {}
+    for r in rows:
+        by_op[r["op"]] = by_op.get(r["op"], 0.0) + r["ms"]
+    lines = [f"total {total:.3f} ms over {len(rows)} nodes", "| op | ms | share |", "|---|---:|---:|"]
+    lines += [f"| {op} | {ms:.3f} | {ms / total:.1%} |" for op, ms in sorted(by_op.items(), key=lambda kv: -kv[1])]
+    lines += ["", f"slowest {min(top, len(rows))} nodes:", "| node | op | ms | share |", "|---|---|---:|---:|"]
+    for r in sorted(rows, key=lambda r: -r["ms"])[:top]:
+        lines.append(f"| {r['name']} | {r['op']} | {r['ms']:.3f} | {r['ms'] / total:.1%} |")
+    return "\n".join(lines)
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -66,6 +66,18 @@ def _load() -> ctypes.CDLL:
             [vp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(_i64_p)],
         ),
         "ds_session_get_output": (st, [vp, ctypes.c_size_t, _f32_p, ctypes.c_size_t]),
+        "ds_session_node_count": (st, [vp, ctypes.POINTER(ctypes.c_size_t)]),
+        "ds_session_node_profile": (
+            st,
+            [
+                vp,
+                ctypes.c_size_t,
+                ctypes.POINTER(ctypes.c_char_p),
+                ctypes.POINTER(ctypes.c_char_p),
+                ctypes.POINTER(ctypes.c_uint64),
+                ctypes.POINTER(ctypes.c_uint64),
+            ],
+        ),
     }
     info_args = [
         vp,
@@ -109,7 +121,7 @@ def _check(status: int, what: str) -> None:
 
 
 class _SessionOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("threads", ctypes.c_int)]
+    _fields_ = [("struct_size", ctypes.c_size_t), ("threads", ctypes.c_int), ("profile", ctypes.c_int)]
 
 
 def runtime_version() -> str:
@@ -123,8 +135,9 @@ class Session:
     model, and returns the output array (or a dict name -> array when the model has several outputs).
     """
 
-    def __init__(self, model: str | os.PathLike | bytes, threads: int = 1):
-        """`model` is a .dsm file's path, or its bytes."""
+    def __init__(self, model: str | os.PathLike | bytes, threads: int = 1, profile: bool = False):
+        """`model` is a .dsm file's path, or its bytes. With `profile`, every run times each node
+        (see `node_profile`)."""
         lib = _load()
         self._lib = lib
         self._model = ctypes.c_void_p()
@@ -147,7 +160,7 @@ class Session:
         self.output_names, self.output_shapes = self._io_info(
             lib.ds_model_output_count, lib.ds_model_output_info
         )
-        options = _SessionOptions(ctypes.sizeof(_SessionOptions), threads)
+        options = _SessionOptions(ctypes.sizeof(_SessionOptions), threads, int(bool(profile)))
         _check(
             lib.ds_session_create(self._model, ctypes.byref(options), ctypes.byref(self._session)),
             f"creating a session for {self.path}",
@@ -199,6 +212,25 @@ class Session:
         if len(outputs) == 1:
             return next(iter(outputs.values()))
         return outputs
+
+    def node_profile(self) -> list[dict]:
+        """Per node, in run order: name, op, runs timed and mean milliseconds per run (profile=True)."""
+        lib = self._lib
+        n = ctypes.c_size_t()
+        _check(lib.ds_session_node_count(self._session, ctypes.byref(n)), "reading the node count")
+        rows = []
+        for i in range(n.value):
+            name, op = ctypes.c_char_p(), ctypes.c_char_p()
+            runs, total = ctypes.c_uint64(), ctypes.c_uint64()
+            _check(
+                lib.ds_session_node_profile(
+                    self._session, i, ctypes.byref(name), ctypes.byref(op), ctypes.byref(runs), ctypes.byref(total)
+                ),
+                f"reading node {i}'s profile",
+            )
+            ms = total.value / 1e6 / runs.value if runs.value else 0.0
+            rows.append({"name": name.value.decode(), "op": op.value.decode(), "runs": runs.value, "ms": ms})
+        return rows
 
     def _output_shape(self, i: int) -> tuple[int, ...]:
         rank = ctypes.c_size_t()

@@ -164,13 +164,16 @@ DS_API ds_status ds_session_create(const ds_model* model, const ds_session_optio
     *out_session = nullptr;
     require(model != nullptr, "model is NULL");
     int threads = 1;
+    bool profile = false;
     if (options) {
       // Options written against an older, shorter struct keep the defaults for missing fields.
       require(options->struct_size >= sizeof(size_t), "options->struct_size is too small");
       if (options->struct_size >= offsetof(ds_session_options, threads) + sizeof(int)) threads = options->threads;
+      if (options->struct_size >= offsetof(ds_session_options, profile) + sizeof(int)) profile = options->profile != 0;
     }
     auto s = std::make_unique<ds_session>();
     s->session = std::make_unique<ds::Session>(*model->model, threads);
+    s->session->set_profiling(profile);
     *out_session = s.release();
   });
 }
@@ -220,6 +223,28 @@ DS_API ds_status ds_session_memory_info(const ds_session* session, size_t* out_a
     const size_t sum = session->session->activation_bytes();
     if (out_arena_bytes) *out_arena_bytes = arena;
     if (out_sum_activation_bytes) *out_sum_activation_bytes = sum;
+  });
+}
+
+DS_API ds_status ds_session_node_count(const ds_session* session, size_t* out_count) {
+  return guarded([&] {
+    require(session && out_count, "session or out_count is NULL");
+    *out_count = session->session->node_count();
+  });
+}
+
+DS_API ds_status ds_session_node_profile(const ds_session* session, size_t index, const char** out_name,
+                                         const char** out_op, uint64_t* out_runs, uint64_t* out_total_ns) {
+  return guarded([&] {
+    require(session != nullptr, "session is NULL");
+    const ds::Session& s = *session->session;
+    if (index >= s.node_count())
+      ds::fail(DS_ERR_INVALID_ARG, "node index ", index, " is out of range (the model has ", s.node_count(), " nodes)");
+    const ds::NodeProfile np = s.node_profile(index);
+    if (out_name) *out_name = np.name;
+    if (out_op) *out_op = np.op;
+    if (out_runs) *out_runs = np.runs;
+    if (out_total_ns) *out_total_ns = np.total_ns;
   });
 }
 

@@ -85,3 +85,17 @@ def test_closed_session_refuses_to_run():
 def test_importing_the_runtime_does_not_import_torch():
     code = "import sys, deepslim.runtime, deepslim.format; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_node_profile_times_every_node_only_when_asked():
+    shape = Session(FIXTURES / "tiny_dense.dsm").input_shapes[0]
+    x = np.zeros(tuple(max(1, d) for d in shape), np.float32)
+    plain = Session(FIXTURES / "tiny_dense.dsm")
+    plain.run(x)
+    assert all(r["runs"] == 0 and r["ms"] == 0.0 for r in plain.node_profile())
+    s = Session(FIXTURES / "tiny_dense.dsm", profile=True)
+    for _ in range(3):
+        s.run(x)
+    rows = s.node_profile()
+    assert len(rows) == len(plain.node_profile()) >= 1
+    assert all(r["runs"] == 3 and r["ms"] > 0.0 and r["op"] and r["name"] for r in rows)

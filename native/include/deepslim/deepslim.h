@@ -71,8 +71,9 @@ DS_API ds_status ds_model_output_info(const ds_model* model, size_t index, const
 typedef struct ds_session_options {
   size_t struct_size; /* sizeof(ds_session_options): lets the struct grow by appending */
   int threads;        /* worker threads, >= 1 */
+  int profile;        /* nonzero: time every node of every run (ds_session_node_profile) */
 } ds_session_options;
-#define DS_SESSION_OPTIONS_INIT {sizeof(ds_session_options), 1}
+#define DS_SESSION_OPTIONS_INIT {sizeof(ds_session_options), 1, 0}
 
 DS_API ds_status ds_session_create(const ds_model* model, const ds_session_options* options,
                                    ds_session** out_session);
@@ -99,6 +100,13 @@ DS_API ds_status ds_session_get_output(const ds_session* session, size_t index, 
  * Either out pointer may be NULL. */
 DS_API ds_status ds_session_memory_info(const ds_session* session, size_t* out_arena_bytes,
                                         size_t* out_sum_activation_bytes);
+
+/* Per-node timing of a session created with options.profile set: the graph's node count, and for
+ * node `index` (in run order) its name, op name, how many runs timed it and their total wall time
+ * in nanoseconds. Without profile, runs and total are 0. Names stay valid while the model lives. */
+DS_API ds_status ds_session_node_count(const ds_session* session, size_t* out_count);
+DS_API ds_status ds_session_node_profile(const ds_session* session, size_t index, const char** out_name,
+                                         const char** out_op, uint64_t* out_runs, uint64_t* out_total_ns);
 
 /* The SIMD level sessions created now use: "scalar", "avx2" or "avx512" (the best the CPU and
  * OS support, or DS_FORCE_ISA=scalar|avx2|avx512 when set). NULL when DS_FORCE_ISA names a level

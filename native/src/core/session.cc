@@ -1,6 +1,7 @@
 #include "core/session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 
@@ -172,12 +173,23 @@ void Session::run() {
       else scratch_.push_back({value_data(id), &shapes_[id], model_.values[id].dtype});
     }
     const uint32_t out = node.outputs[0];
+    const bool timed = !profile_ns_.empty();
+    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (node.op->run_prepared)
       node.op->run_prepared(node.params, {states_[i].get(), pool_.get(), workspace_}, scratch_, buffers_[out], shapes_[out], kernels_);
     else
       node.op->run(node.params, scratch_, buffers_[out], shapes_[out], kernels_);
+    if (timed)
+      profile_ns_[i] += uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (!profile_ns_.empty()) ++profiled_runs_;
   ran_ = true;
+}
+
+NodeProfile Session::node_profile(size_t index) const {
+  const Node& node = model_.nodes[index];
+  const bool on = !profile_ns_.empty();
+  return {node.name.c_str(), node.op->name, on ? profiled_runs_ : 0, on ? profile_ns_[index] : 0};
 }
 
 size_t Session::arena_bytes() const {

@@ -24,6 +24,13 @@ struct BufferPlan {
 // overlap a placed buffer whose lifetime intersects its own. Fills `offset`; returns the arena size.
 size_t assign_offsets(std::vector<BufferPlan>& buffers);
 
+// Wall time of one node over the profiled runs.
+struct NodeProfile {
+  const char* name;
+  const char* op;
+  uint64_t runs, total_ns;
+};
+
 class Session {
  public:
   // threads >= 1; v1 runs every kernel on the calling thread.
@@ -40,6 +47,11 @@ class Session {
   size_t arena_bytes() const;
   size_t activation_bytes() const;  // sum of every node output's size
   const std::vector<BufferPlan>& buffer_plan() const { return plan_; }
+
+  // With profiling on, run() times every node (two clock reads per node).
+  void set_profiling(bool on) { profile_ns_.assign(on ? model_.nodes.size() : 0, 0); profiled_runs_ = 0; }
+  size_t node_count() const { return model_.nodes.size(); }
+  NodeProfile node_profile(size_t index) const;
 
  private:
   void require_bound() const;
@@ -65,6 +77,8 @@ class Session {
   std::vector<float> workspace_storage_;  // scratch of prepared ops (OpDef::workspace_floats)
   float* workspace_ = nullptr;            // 64-byte aligned in workspace_storage_
   size_t workspace_floats_ = 0;
+  std::vector<uint64_t> profile_ns_;  // per node when profiling, else empty
+  uint64_t profiled_runs_ = 0;
 };
 
 }  // namespace ds
