@@ -99,3 +99,15 @@ def test_node_profile_times_every_node_only_when_asked():
     rows = s.node_profile()
     assert len(rows) == len(plain.node_profile()) >= 1
     assert all(r["runs"] == 3 and r["ms"] > 0.0 and r["op"] and r["name"] for r in rows)
+
+
+def test_read_only_non_contiguous_and_float64_inputs_give_the_same_output():
+    s = Session(FIXTURES / "tiny_dense.dsm")
+    shape = tuple(max(1, d) for d in s.input_shapes[0])
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    expected = s.run(x)
+    ro = x.copy()
+    ro.flags.writeable = False
+    strided = np.asfortranarray(x)
+    for variant in (ro, strided, x.astype(np.float64)):
+        np.testing.assert_array_equal(s.run(variant), expected)
