@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-__all__ = ["build_quantize_parser", "load_float_graph", "quantize_command"]
+__all__ = ["add_fallback_arguments", "build_quantize_parser", "load_float_graph", "print_fallback", "quantize_command",
+           "resolve_fallback"]
 
 
 def build_quantize_parser(subparsers) -> argparse.ArgumentParser:
@@ -35,8 +36,47 @@ def build_quantize_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--samples", type=int, default=None, metavar="N", help="use only the first N calibration inputs")
     s.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="for an ONNX model: fix dynamic dimensions of input NAME, as in `deepslim convert`")
+    add_fallback_arguments(s)
     s.set_defaults(func=quantize_command)
     return s
+
+
+def add_fallback_arguments(s: argparse.ArgumentParser) -> None:
+    """--fallback and --threads, shared with `deepslim compress`."""
+    s.add_argument("--fallback", choices=("measure", "none"), default=None,
+                   help="measure: time the fp32 and int8 models in the native runtime (batch 1, on the first "
+                   "calibration input) and keep in fp32 every conv/dense layer whose int8 time is more than "
+                   "10%% and 2 us slower than its fp32 time (re-quantizing at most twice); the decision is "
+                   "stored in the .dsm and shown by `deepslim inspect`. none: quantize every layer that can be. "
+                   "Default: measure when the runtime library loads, else none (with a note)")
+    s.add_argument("--threads", type=int, default=1, help="runtime threads for --fallback measure (default 1)")
+
+
+def resolve_fallback(choice: str | None, threads: int) -> str:
+    """'measure' or 'none': the default is 'measure' when the runtime loads (a note otherwise)."""
+    from deepslim.quant.fallback import runtime_available
+
+    if not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
+    if choice == "none":
+        return "none"
+    problem = runtime_available()
+    if problem is None:
+        return "measure"
+    if choice == "measure":
+        raise ImportError(f"--fallback measure needs the native runtime: {problem}")
+    print(f"note: the native runtime did not load, so no per-layer fp32 fallback was measured "
+          f"(--fallback none): {problem}")
+    return "none"
+
+
+def print_fallback(report) -> None:
+    kept = report.keep_fp32
+    print(f"  fallback: timed {len(report.nodes)} conv/dense layers at {report.threads} thread(s), "
+          f"{report.rounds} re-quantization(s); "
+          f"{len(kept)} kept in fp32 (int8 slower)" + (":" if kept else ""))
+    for name in kept:
+        print(f"    {name}: {report.nodes[name].describe()}")
 
 
 def load_float_graph(path: str | Path, input_shapes: dict[str, list[int]] | None = None):
@@ -68,6 +108,8 @@ def quantize_command(args: argparse.Namespace) -> int:
     from deepslim.convert import parse_input_shape
     from deepslim.format import encode_dsm, write_dsm
     from deepslim.quant import quantize_graph
+    from deepslim.quant.calibrate import calibrate_graph
+    from deepslim.quant.quantize import prepare_graph
 
     shapes = dict(parse_input_shape(t) for t in args.input_shape or [])
     graph = load_float_graph(args.model, shapes)
@@ -87,8 +129,21 @@ def quantize_command(args: argparse.Namespace) -> int:
         calib = calib[None]
     if calib.ndim != len(want) or any(w not in (-1, d) for w, d in zip(want[1:], calib.shape[1:])):
         raise ValueError(f"calibration inputs have shape {list(calib.shape)}; the model's input is {list(want)}")
-    q = quantize_graph(graph, calib=calib, method=args.method, keep_fp32=args.keep_fp32,
-                       weight_bits=args.weight_bits, percentile=args.percentile)
+    fallback = resolve_fallback(args.fallback, args.threads)
+    # calibrate once: the fallback may quantize up to three times with the same ranges
+    ranges = calibrate_graph(prepare_graph(graph), calib, args.method, args.percentile)
+
+    def quantize(keep: list[str]):
+        return quantize_graph(graph, ranges=ranges, keep_fp32=keep, weight_bits=args.weight_bits)
+
+    fallback_report = None
+    if fallback == "measure":
+        from deepslim.quant.fallback import quantize_with_fallback
+
+        q, fallback_report = quantize_with_fallback(graph, quantize, calib[:1], threads=args.threads,
+                                                    keep_fp32=args.keep_fp32)
+    else:
+        q = quantize(list(args.keep_fp32))
     fp32_bytes = len(encode_dsm(graph)[0])
     report = write_dsm(q, args.output)
     ops: dict[str, int] = {}
@@ -98,4 +153,6 @@ def quantize_command(args: argparse.Namespace) -> int:
           f"({report.file_size / fp32_bytes:.3f}x the fp32 .dsm of {fp32_bytes:,} bytes)")
     print(f"  calibration: {len(calib)} inputs, method {args.method}; weights int{args.weight_bits}")
     print("  ops: " + ", ".join(f"{op} {k}" for op, k in sorted(ops.items(), key=lambda kv: -kv[1])))
+    if fallback_report is not None:
+        print_fallback(fallback_report)
     return 0

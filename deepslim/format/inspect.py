@@ -64,6 +64,11 @@ def _fmt_attr(value) -> str:
 
 
 def format_graph(graph: Graph) -> str:
+    """Inputs, outputs and one line per node; for a quantized model whose fp32 fallback was measured
+    (`deepslim.quant.fallback`), each timed conv/dense node also shows the decision."""
+    from deepslim.quant.fallback import read_report
+
+    fallback = read_report(graph)
     lines = ["inputs:  " + ", ".join(f"{n} {list(graph.values[n].shape)}" for n in graph.inputs),
              "outputs: " + ", ".join(f"{n} {list(graph.values[n].shape)}" for n in graph.outputs),
              f"nodes ({len(graph.nodes)}):"]
@@ -72,6 +77,12 @@ def format_graph(graph: Graph) -> str:
         ins = ", ".join(n or "-" for n in node.inputs)
         outs = ", ".join(f"{n} {list(graph.values[n].shape)}" for n in node.outputs)
         lines.append(f"  {node.op:<10} {node.name:<16} ({ins}) -> {outs}" + (f"  {attrs}" if attrs else ""))
+        if fallback is not None and node.name in fallback.nodes:
+            lines.append(f"      {fallback.nodes[node.name].describe()}")
+    if fallback is not None:
+        kept = fallback.keep_fp32
+        lines.append(f"fallback measured at {fallback.threads} thread(s): {len(kept)} of {len(fallback.nodes)} "
+                     f"conv/dense layers kept in fp32 because int8 was slower")
     return "\n".join(lines)
 
 
@@ -109,15 +120,19 @@ def format_inspect(path: str | os.PathLike) -> str:
     from deepslim.ir.memory import plan_memory
 
     graph, info = load_dsm(path)
-    plan = plan_memory(graph, batch=1)
+    try:
+        plan = plan_memory(graph, batch=1)
+        memory = (f"activation memory at batch 1 (float32): planned arena {plan.arena_bytes:,} bytes "
+                  f"(live peak {plan.peak_bytes:,}) vs {plan.total_bytes:,} bytes for all activations "
+                  f"({plan.total_bytes / max(plan.arena_bytes, 1):.1f}x less by reusing buffers)")
+    except ValueError as e:  # the memory planner does not know the int8 ops yet
+        memory = f"activation memory: not planned ({e})"
     return "\n".join([
         f"{os.fspath(path)}: .dsm version {info.version}, {info.file_size} bytes, "
         f"{len(graph.values)} values, {len(graph.nodes)} nodes, {len(info.tensors)} tensors",
         format_graph(graph),
         "",
-        f"activation memory at batch 1 (float32): planned arena {plan.arena_bytes:,} bytes "
-        f"(live peak {plan.peak_bytes:,}) vs {plan.total_bytes:,} bytes for all activations "
-        f"({plan.total_bytes / max(plan.arena_bytes, 1):.1f}x less by reusing buffers)",
+        memory,
         "",
         format_size_table(size_breakdown(info, graph), info.file_size),
     ])
