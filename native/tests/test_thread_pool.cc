@@ -1,6 +1,8 @@
 // The persistent thread pool: every task runs exactly once, thread ids stay in range, one thread
-// runs inline in order, many back-to-back jobs neither deadlock nor lose tasks.
+// runs inline in order, many back-to-back jobs neither deadlock nor lose tasks whether the workers
+// spin or sleep between them, and an idle pool's workers end up asleep.
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -60,6 +62,55 @@ TEST(many_jobs_back_to_back) {
   for (int job = 0; job < 2000; ++job)
     pool.parallel_for(4, [&](int64_t task, int) { sum.fetch_add(task + 1); });
   CHECK(sum.load() == 2000 * 10);
+}
+
+TEST(many_jobs_any_spin) {
+  // spin 0: every job wakes sleeping workers (the lost-wake-up race); 1 us: a mix of spinning and
+  // sleeping; 1000 us: always spinning. Jobs of uneven length shift the timing around.
+  for (int spin_us : {0, 1, 1000}) {
+    for (int threads : {2, 3}) {
+      ds::ThreadPool pool(threads, spin_us);
+      CHECK(pool.spin_us() == spin_us);
+      std::atomic<int64_t> sum{0};
+      int64_t expect = 0;
+      for (int job = 0; job < 3000; ++job) {
+        const int64_t count = 1 + job % 5;
+        pool.parallel_for(count, [&](int64_t task, int) {
+          if (task == 0 && job % 7 == 0) std::this_thread::sleep_for(std::chrono::microseconds(job % 3));
+          sum.fetch_add(task + 1);
+        });
+        expect += count * (count + 1) / 2;
+        // Sometimes pause between jobs, long enough for short-spinning workers to fall asleep.
+        if (job % 97 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      CHECK_MSG(sum.load() == expect, "spin_us " + std::to_string(spin_us) + ", threads " + std::to_string(threads));
+    }
+  }
+}
+
+TEST(idle_workers_sleep) {
+  // After a job the workers spin for spin_us, then block: an idle session must not hold a core.
+  ds::ThreadPool pool(3, 200);
+  std::atomic<int> ran{0};
+  pool.parallel_for(8, [&](int64_t, int) { ran.fetch_add(1); });
+  CHECK(ran.load() == 8);
+  bool asleep = false;
+  for (int i = 0; i < 2000 && !asleep; ++i) {  // up to 2 s on a loaded machine
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    asleep = pool.sleeping() == 2;
+  }
+  CHECK(asleep);
+  // And they wake up again for the next job.
+  pool.parallel_for(8, [&](int64_t, int) { ran.fetch_add(1); });
+  CHECK(ran.load() == 16);
+}
+
+TEST(destroy_while_spinning_or_sleeping) {
+  for (int spin_us : {0, 100000}) {
+    ds::ThreadPool pool(4, spin_us);
+    pool.parallel_for(4, [](int64_t, int) {});
+  }  // the destructor must return promptly in both states (ctest's timeout catches a hang)
+  ds::ThreadPool never_used(2);
 }
 
 TEST(zero_threads_is_an_error) {

@@ -1,11 +1,35 @@
 #include "core/thread_pool.h"
 
+#include <chrono>
+#include <cstdlib>
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#include <immintrin.h>
+#define DS_CPU_RELAX() _mm_pause()
+#else
+#define DS_CPU_RELAX() std::this_thread::yield()
+#endif
+
 #include "common/error.h"
 
 namespace ds {
+namespace {
 
-ThreadPool::ThreadPool(int threads) : threads_(threads) {
+int spin_us_from_env(int fallback) {
+  const char* s = std::getenv("DS_POOL_SPIN_US");
+  if (!s || !*s) return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(s, &end, 10);
+  return (*end == '\0' && v >= 0 && v <= 1000000) ? int(v) : fallback;
+}
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+ThreadPool::ThreadPool(int threads, int spin_us) : threads_(threads) {
   if (threads < 1) fail(DS_ERR_INVALID_ARG, "threads is ", threads, ", must be >= 1");
+  spin_us_ = spin_us >= 0 ? spin_us : spin_us_from_env(kDefaultSpinUs);
   workers_.reserve(size_t(threads - 1));
   for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker(t); });
 }
@@ -13,7 +37,7 @@ ThreadPool::ThreadPool(int threads) : threads_(threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   start_cv_.notify_all();
   for (std::thread& w : workers_) w.join();
@@ -27,20 +51,38 @@ void ThreadPool::work(int thread) {
   }
 }
 
+uint64_t ThreadPool::wait_for_job(uint64_t seen) {
+  // Spin, reading the clock only every 64 pauses.
+  if (spin_us_ > 0) {
+    const Clock::time_point deadline = Clock::now() + std::chrono::microseconds(spin_us_);
+    for (;;) {
+      for (int i = 0; i < 64; ++i) {
+        const uint64_t g = generation_.load(std::memory_order_acquire);
+        if (g != seen) return g;
+        if (stop_.load(std::memory_order_relaxed)) return seen;
+        DS_CPU_RELAX();
+      }
+      if (Clock::now() >= deadline) break;
+    }
+  }
+  // Sleep. run() bumps generation_ and then reads sleeping_, we bump sleeping_ and then read
+  // generation_ (both seq_cst), so either it sees us asleep and notifies under mu_, or we see the
+  // new generation here and never wait.
+  std::unique_lock<std::mutex> lock(mu_);
+  sleeping_.fetch_add(1);
+  start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+  sleeping_.fetch_sub(1);
+  return stop_.load() ? seen : generation_.load(std::memory_order_acquire);
+}
+
 void ThreadPool::worker(int thread) {
   uint64_t seen = 0;
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-    }
+    const uint64_t g = wait_for_job(seen);
+    if (g == seen) return;  // stopping
+    seen = g;
     work(thread);
-    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_cv_.notify_one();
-    }
+    active_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -50,19 +92,24 @@ void ThreadPool::run(int64_t count, TaskFn fn, void* ctx) {
     for (int64_t t = 0; t < count; ++t) fn(ctx, t, 0);
     return;
   }
-  {
+  // No worker is inside a job here (the last run waited for active_ == 0), so the fields are ours.
+  fn_ = fn;
+  ctx_ = ctx;
+  count_ = count;
+  next_.store(0, std::memory_order_relaxed);
+  active_.store(threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1);  // seq_cst: publishes the fields, ordered before the sleeping_ read
+  if (sleeping_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = fn;
-    ctx_ = ctx;
-    count_ = count;
-    next_.store(0, std::memory_order_relaxed);
-    active_.store(threads_ - 1, std::memory_order_relaxed);
-    ++generation_;
+    start_cv_.notify_all();
   }
-  start_cv_.notify_all();
   work(0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
+  // The workers finish their last task (or find none left): spin, then yield so a worker that
+  // shares our core (an oversubscribed machine) can run.
+  for (int spins = 0; active_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < 4096) DS_CPU_RELAX();
+    else std::this_thread::yield();
+  }
 }
 
 }  // namespace ds

@@ -1,7 +1,13 @@
 // A persistent pool: created once (per session) with N threads, of which the calling thread is
-// one, so N - 1 workers wait on a condition variable between jobs. parallel_for hands out task
-// indices [0, count) dynamically; with N == 1 (or one task) it runs inline, in order, on the
-// caller. Tasks must not throw. One job at a time: parallel_for is not reentrant.
+// one. parallel_for hands out task indices [0, count) dynamically; with N == 1 (or one task) it
+// runs inline, in order, on the caller. Tasks must not throw. One job at a time: parallel_for is
+// not reentrant.
+//
+// Waiting is spin-then-sleep: a model runs dozens of short jobs back to back, and waking a thread
+// from a condition variable costs 10-30 us each time. So after a job each worker spins on the job
+// generation for spin_us microseconds before it sleeps on the condition variable, and the caller
+// spins for the workers to finish. An idle pool therefore burns its workers' cores for at most
+// spin_us after its last job.
 #pragma once
 
 #include <atomic>
@@ -15,12 +21,19 @@ namespace ds {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);  // threads >= 1
+  static constexpr int kDefaultSpinUs = 100;
+
+  // threads >= 1; spin_us >= 0 (0: workers sleep right after each job). DS_POOL_SPIN_US, when
+  // set, overrides the default.
+  explicit ThreadPool(int threads, int spin_us = -1);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return threads_; }
+  int spin_us() const { return spin_us_; }
+  // Workers blocked on the condition variable right now (for tests of the idle state).
+  int sleeping() const { return sleeping_.load(std::memory_order_relaxed); }
 
   // Calls fn(task, thread) for every task in [0, count); thread in [0, size()) identifies the
   // executing thread (0 = caller), e.g. to pick its slice of a workspace. Returns when all are done.
@@ -35,18 +48,24 @@ class ThreadPool {
  private:
   void worker(int thread);
   void work(int thread);
+  // Returns the next generation after `seen`, or seen when stopping.
+  uint64_t wait_for_job(uint64_t seen);
 
   int threads_;
+  int spin_us_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable start_cv_, done_cv_;
-  uint64_t generation_ = 0;  // guarded by mu_; bumped once per job
-  bool stop_ = false;
+  std::condition_variable start_cv_;
+  // Bumped once per job after the job fields are written (release); workers read them after
+  // seeing the new value (acquire).
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sleeping_{0};  // workers inside start_cv_.wait (changed under mu_)
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t count_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int> active_{0};  // workers still in the current job
+  alignas(64) std::atomic<int64_t> next_{0};
+  alignas(64) std::atomic<int> active_{0};  // workers still in the current job
 };
 
 }  // namespace ds
