@@ -528,3 +528,91 @@ TEST(qu8_dwconv_and_dense_kernels_match_the_reference) {
     }
   }
 }
+
+namespace {
+
+struct DwCase {
+  int64_t c, h, w, k, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right;
+};
+
+// One depthwise case at one level against ds_qu8_conv2d__scalar, channels [c0, c1) only; the
+// other channels' outputs must stay untouched.
+bool dwconv_matches(const Level& lv, const DwCase& s, tiny::Rng& rng, int64_t c0, int64_t c1) {
+  ds::QConv2dParams q;
+  ds::Conv2dParams& c = q.conv;
+  c.n = 1, c.c = s.c, c.h = s.h, c.w = s.w, c.o = s.c, c.kh = c.kw = s.k;
+  c.stride_h = s.stride_h, c.stride_w = s.stride_w, c.pad_top = s.pad_top, c.pad_left = s.pad_left;
+  c.dil_h = c.dil_w = 1, c.group = s.c;
+  c.oh = (s.h + s.pad_top + s.pad_bottom - s.k) / s.stride_h + 1;
+  c.ow = (s.w + s.pad_left + s.pad_right - s.k) / s.stride_w + 1;
+  if (c.oh < 1 || c.ow < 1) return true;
+  const bool extreme = rng.uniform(0, 1) < 0.3f;
+  q.x_zp = extreme ? (rng.uniform(0, 1) < 0.5f ? 0 : 255) : int32_t(rng.uniform(0, 255));
+  q.out = {int32_t(rng.uniform(0, 255)), 0, 255};
+  if (rng.uniform(0, 1) < 0.5f) q.out.act_min = q.out.y_zp, q.out.act_max = int32_t(rng.uniform(float(q.out.y_zp), 255));
+  std::vector<uint8_t> x(size_t(s.c * s.h * s.w));
+  std::vector<int8_t> w(size_t(s.c * s.k * s.k));
+  for (auto& v : x) v = extreme ? (rng.uniform(0, 1) < 0.5f ? 0 : 255) : uint8_t(rng.uniform(0, 255));
+  for (auto& v : w) v = extreme ? (rng.uniform(0, 1) < 0.5f ? -128 : 127) : int8_t(int(rng.uniform(0, 255)) - 128);
+  std::vector<int32_t> bias, folded, mult, shift;
+  for (int64_t ch = 0; ch < s.c; ++ch) {
+    bias.push_back(int32_t(rng.uniform(-200000, 200000)));
+    int64_t sum = 0;
+    for (int64_t t = 0; t < s.k * s.k; ++t) sum += w[size_t(ch * s.k * s.k + t)];
+    folded.push_back(int32_t(bias.back() - q.x_zp * sum));
+    mult.push_back(rng.uniform(0, 1) < 0.1f ? int32_t((int64_t(1) << 31) - 1) : int32_t(rng.uniform(0, 2147483520.0f)));
+    shift.push_back(rand_shift(rng));
+  }
+  const size_t plane = size_t(c.oh * c.ow);
+  std::vector<uint8_t> want(size_t(s.c) * plane), got(want.size(), 0xCD);
+  ds::ds_qu8_conv2d__scalar(q, x.data(), w.data(), {bias.data(), mult.data(), shift.data()}, want.data());
+  for (int64_t ch = 0; ch < s.c; ++ch)
+    if (ch < c0 || ch >= c1) std::fill(want.begin() + ch * plane, want.begin() + (ch + 1) * plane, 0xCD);
+  std::vector<uint8_t> ws(size_t(ds::ds_qu8_dwconv_workspace(c)));
+  lv.k->dwconv(q, x.data(), w.data(), {folded.data(), mult.data(), shift.data()}, ws.data(), got.data(), c0, c1);
+  return got == want;
+}
+
+}  // namespace
+
+TEST(qu8_dwconv3x3_matches_the_reference_on_random_shapes) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(11);
+  // Widths around the 16- and 32-output blocks at both strides, heights down to one row.
+  const int64_t widths[] = {1, 2, 3, 4, 15, 16, 17, 31, 32, 33, 34, 35, 47, 63, 64, 65, 66, 67, 112, 113};
+  for (const Level& lv : levels) {
+    int cases = 0;
+    for (int64_t w : widths)
+      for (int64_t stride_w = 1; stride_w <= 2; ++stride_w) {
+        for (int rep = 0; rep < 3; ++rep) {
+          DwCase s;
+          s.c = 1 + int64_t(rng.uniform(0, 4.99f));
+          s.h = 1 + int64_t(rng.uniform(0, 9.99f));
+          s.w = w;
+          s.k = 3;
+          s.stride_h = 1 + int64_t(rng.uniform(0, 1.99f));
+          s.stride_w = stride_w;
+          s.pad_top = int64_t(rng.uniform(0, 2.99f)), s.pad_bottom = int64_t(rng.uniform(0, 2.99f));
+          s.pad_left = int64_t(rng.uniform(0, 2.99f)), s.pad_right = int64_t(rng.uniform(0, 2.99f));
+          const int64_t c0 = int64_t(rng.uniform(0, float(s.c) - 0.01f));
+          const int64_t c1 = c0 + 1 + int64_t(rng.uniform(0, float(s.c - c0) - 0.01f));
+          ++cases;
+          if (!dwconv_matches(lv, s, rng, c0, c1)) {
+            harness::record_failure(__FILE__, __LINE__,
+                                    std::string(lv.name) + " dwconv3x3 differs at c=" + std::to_string(s.c) +
+                                        " h=" + std::to_string(s.h) + " w=" + std::to_string(s.w) + " stride=" +
+                                        std::to_string(s.stride_h) + "x" + std::to_string(s.stride_w) + " pads=" +
+                                        std::to_string(s.pad_top) + "," + std::to_string(s.pad_left) + "," +
+                                        std::to_string(s.pad_bottom) + "," + std::to_string(s.pad_right));
+            return;
+          }
+        }
+      }
+    // Other windows and strides go through the same entry point.
+    const DwCase others[] = {{2, 9, 20, 5, 1, 1, 2, 2, 2, 2}, {3, 9, 21, 3, 3, 3, 1, 1, 1, 1},
+                             {2, 6, 7, 1, 1, 1, 0, 0, 0, 0}, {2, 8, 40, 3, 2, 1, 0, 1, 1, 0}};
+    for (const DwCase& s : others) CHECK_MSG(dwconv_matches(lv, s, rng, 0, s.c), std::string(lv.name) + " dwconv differs");
+    CHECK(cases > 0);
+  }
+}

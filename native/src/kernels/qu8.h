@@ -122,6 +122,14 @@ inline int64_t ds_qu8_dw_padded_width(const Conv2dParams& p) {
 }
 using QDwConvKernel = void (*)(const QConv2dParams& p, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
                                uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
+// Any window (src/kernels/x86/qu8-dwconv-impl.h), and 3x3 with stride 1 or 2 across, which runs
+// the former for other windows.
+void ds_qu8_dwconv__avx2(const QConv2dParams& p, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
+                         uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
+void ds_qu8_dwconv__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
+                               uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
+void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
+                                  const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 // dot products for qdense: y[j] for rows [m0, m1) of w with raw-x sums folded as in QGemmParams.
 using QDenseKernel = void (*)(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1,
                               const QChannelParams& ch, const QuantOut& q, uint8_t* y);

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/qu8.h"
+#include "kernels/x86/qu8-requant-avx512.h"
 
 namespace ds {
 namespace {
@@ -70,29 +71,14 @@ void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
   }
 }
 
-// 16 int32 accumulators (bias added) -> 16 u8.
-inline __m128i requant16(__m512i acc, int32_t mult, int32_t shift, const QuantOut& q) {
-  const int n = 31 + shift;
-  const __m512i m = _mm512_set1_epi64(mult);
-  const __m512i rnd = _mm512_set1_epi64(int64_t(1) << (n - 1));
-  const __m128i cnt = _mm_cvtsi32_si128(n);
-  const __m512i lo = _mm512_set1_epi64(q.act_min - q.y_zp), hi = _mm512_set1_epi64(q.act_max - q.y_zp);
-  __m512i even = _mm512_mul_epi32(acc, m);
-  __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), m);
-  even = _mm512_max_epi64(_mm512_min_epi64(_mm512_sra_epi64(_mm512_add_epi64(even, rnd), cnt), hi), lo);
-  odd = _mm512_max_epi64(_mm512_min_epi64(_mm512_sra_epi64(_mm512_add_epi64(odd, rnd), cnt), hi), lo);
-  __m512i v = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
-  v = _mm512_add_epi32(v, _mm512_set1_epi32(q.y_zp));
-  return _mm512_cvtepi32_epi8(v);
-}
-
 void requant_row(const int32_t* acc, int64_t n, int32_t bias, int32_t mult, int32_t shift, const QuantOut& q,
                  uint8_t* y) {
   const __m512i b = _mm512_set1_epi32(bias);
+  const Requant16 requant(mult, shift, q);
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 mask = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    const __mmask16 mask = qu8_mask16(n - i);
     const __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(mask, acc + i), b);
-    _mm_mask_storeu_epi8(y + i, mask, requant16(a, mult, shift, q));
+    _mm_mask_storeu_epi8(y + i, mask, requant(a));
   }
 }
 
@@ -105,8 +91,9 @@ void gemm(const QGemmParams& p) {
     const int64_t rows = p.m - i0 < kMr ? p.m - i0 : kMr;
     for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
       const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
+      // Accumulators start at the bias (rows past m: 0).
       __m512i acc[kMr][2];
-      for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+      for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_set1_epi32(r < rows ? p.ch.bias[i0 + r] : 0);
       for (int64_t g = 0; g < g_count; ++g) {
         const __m512i x0 = _mm512_loadu_si512(xp + g * kNr * kKr);
         const __m512i x1 = _mm512_loadu_si512(xp + g * kNr * kKr + 64);
@@ -122,14 +109,12 @@ void gemm(const QGemmParams& p) {
       const int64_t cols = p.n - j0 < kNr ? p.n - j0 : kNr;
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
-        const __m512i b = _mm512_set1_epi32(p.ch.bias[i]);
+        const Requant16 requant(p.ch.multiplier[i], p.ch.shift[i], p.out);
         uint8_t* yr = p.y + i * p.y_row_stride + j0;
         for (int h = 0; h < 2; ++h) {
           const int64_t c = cols - h * 16;
           if (c <= 0) break;
-          const __mmask16 mask = c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << c) - 1);
-          const __m128i v = requant16(_mm512_add_epi32(acc[r][h], b), p.ch.multiplier[i], p.ch.shift[i], p.out);
-          _mm_mask_storeu_epi8(yr + h * 16, mask, v);
+          _mm_mask_storeu_epi8(yr + h * 16, qu8_mask16(c), requant(acc[r][h]));
         }
       }
     }
@@ -161,6 +146,6 @@ namespace ds {
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
-                                                 ds_qu8_dwconv__avx512vnni, dense};
+                                                 ds_qu8_dwconv3x3__avx512vnni, dense};
 
 }  // namespace ds
