@@ -77,6 +77,8 @@ def print_fallback(report) -> None:
           f"{len(kept)} kept in fp32 (int8 slower)" + (":" if kept else ""))
     for name in kept:
         print(f"    {name}: {report.nodes[name].describe()}")
+    print(f"  whole model (sum of node times): fp32 {report.fp32_total_ms:.3f} ms, int8 before the fallback "
+          f"{report.int8_total_ms:.3f} ms")
 
 
 def load_float_graph(path: str | Path, input_shapes: dict[str, list[int]] | None = None):

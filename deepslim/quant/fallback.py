@@ -2,9 +2,10 @@
 
 Each quantized conv/dense node (qconv2d / qdense, with the qlut of an activation split off it) is
 timed in the native runtime beside the fp32 node of the same name; a node whose int8 time exceeds its
-fp32 time by more than `margin` (relative) and `min_us` (absolute) is re-quantized in keep_fp32. The
-quantize/dequantize nodes that keeping it in float adds are not counted (a simple per-node rule).
-At most `rounds` re-quantizations.
+fp32 time by more than `margin` (relative) and `min_us` (absolute) is re-quantized in keep_fp32; then
+each fp32 island so made whose fp32 time plus the quantize/dequantize nodes at its border is not below
+its int8 time goes back to int8 (conversions can cost more than the layer gains). At most `rounds`
+re-quantizations.
 
 The decision is stored in the .dsm as the u8 constant `deepslim.fallback` that no node reads (the
 format has no metadata field): UTF-8 JSON, see `FallbackReport.to_json`.
@@ -41,11 +42,13 @@ class NodeTiming:
     int8_ms: float
     fp32_ms: float
     fp32: bool  # kept in float because int8 was slower
+    boundary_ms: float = 0.0  # quantize/dequantize time at the border of its fp32 island (round 2)
 
     def describe(self) -> str:
+        border = f"; its fp32 island's quantize/dequantize {self.boundary_ms:.4f} ms" if self.boundary_ms else ""
         if self.fp32:
-            return f"fp32 (int8 measured {self.int8_ms:.4f} ms > fp32 {self.fp32_ms:.4f} ms)"
-        return f"int8 (int8 measured {self.int8_ms:.4f} ms, fp32 {self.fp32_ms:.4f} ms)"
+            return f"fp32 (int8 measured {self.int8_ms:.4f} ms > fp32 {self.fp32_ms:.4f} ms{border})"
+        return f"int8 (int8 measured {self.int8_ms:.4f} ms, fp32 {self.fp32_ms:.4f} ms{border})"
 
 
 @dataclass
@@ -53,6 +56,8 @@ class FallbackReport:
     threads: int
     rounds: int = 0  # re-quantizations made
     nodes: dict[str, NodeTiming] = field(default_factory=dict)
+    fp32_total_ms: float = 0.0  # the whole fp32 model
+    int8_total_ms: float = 0.0  # the first int8 candidate (before any fallback)
 
     @property
     def keep_fp32(self) -> list[str]:
@@ -60,16 +65,20 @@ class FallbackReport:
 
     def to_json(self) -> str:
         return json.dumps({"threads": self.threads, "rounds": self.rounds,
+                           "fp32_total_ms": round(self.fp32_total_ms, 6), "int8_total_ms": round(self.int8_total_ms, 6),
                            "nodes": {n: {"op": t.op, "int8_ms": round(t.int8_ms, 6), "fp32_ms": round(t.fp32_ms, 6),
-                                         "fp32": t.fp32} for n, t in self.nodes.items()}},
+                                         "fp32": t.fp32, "boundary_ms": round(t.boundary_ms, 6)}
+                                     for n, t in self.nodes.items()}},
                           separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "FallbackReport":
         d = json.loads(text)
-        nodes = {n: NodeTiming(t["op"], float(t["int8_ms"]), float(t["fp32_ms"]), bool(t["fp32"]))
+        nodes = {n: NodeTiming(t["op"], float(t["int8_ms"]), float(t["fp32_ms"]), bool(t["fp32"]),
+                             float(t.get("boundary_ms", 0.0)))
                  for n, t in d["nodes"].items()}
-        return cls(int(d["threads"]), int(d["rounds"]), nodes)
+        return cls(int(d["threads"]), int(d["rounds"]), nodes, float(d.get("fp32_total_ms", 0.0)),
+                   float(d.get("int8_total_ms", 0.0)))
 
 
 def runtime_available() -> str | None:
@@ -111,8 +120,13 @@ def quantize_with_fallback(graph: Graph, quantize: Callable[[list[str]], Graph],
                            threads: int = 1, keep_fp32: Iterable[str] = (), timer: Timer | None = None,
                            margin: float = MARGIN, min_us: float = MIN_US, rounds: int = ROUNDS,
                            progress: bool = True) -> tuple[Graph, FallbackReport]:
-    """Quantize with `quantize(keep_fp32)`, time the result against the fp32 `graph` on `x` and
-    re-quantize with the slower conv/dense nodes in keep_fp32, at most `rounds` times.
+    """Quantize with `quantize(keep_fp32)` and time the result against the fp32 `graph` on `x`.
+
+    Round 1: every conv/dense node whose int8 time (with the qlut split off it) exceeds its fp32 time
+    by more than `margin` and `min_us` is re-quantized in keep_fp32. Round 2 (rounds >= 2) times that
+    candidate and counts what the per-node rule ignores: each fp32 island (float nodes connected
+    through values) costs its nodes' fp32 time plus the quantize/dequantize nodes at its border; an
+    island that costs at least its nodes' int8 time goes back to int8.
 
     `timer(graph, x, threads) -> {node name: ms}` defaults to `profile_graph` (the native runtime).
     Returns the final quantized graph (with the decision attached, see `attach_report`) and the report.
@@ -122,32 +136,82 @@ def quantize_with_fallback(graph: Graph, quantize: Callable[[list[str]], Graph],
     timer = timer or profile_graph
     keep = list(keep_fp32)
     report = FallbackReport(threads)
-    bar = tqdm(total=rounds + 2, desc="fallback: timing", disable=not progress, leave=False)
+    bar = tqdm(total=min(rounds, 2) + 1, desc="fallback: timing", disable=not progress, leave=False)
     fp32_ms = timer(graph, x, threads)
-    bar.update()
     q = quantize(keep)
-    for _ in range(rounds + 1):
-        int8_ms = timer(q, x, threads)
+    int8_ms = timer(q, x, threads)
+    report.fp32_total_ms, report.int8_total_ms = sum(fp32_ms.values()), sum(int8_ms.values())
+    bar.update()
+    slow = []
+    for node in q.nodes:
+        if node.op not in LINEAR_OPS or node.name not in fp32_ms:
+            continue
+        i8 = int8_ms.get(node.name, 0.0) + int8_ms.get(f"{node.name}.act", 0.0)
+        f = fp32_ms[node.name]
+        report.nodes[node.name] = NodeTiming(node.op, i8, f, False)
+        if i8 > f * (1 + margin) and (i8 - f) * 1e3 > min_us:
+            slow.append(node.name)
+    if slow and rounds >= 1:
+        q = quantize(keep + slow)
+        report.rounds = 1
         bar.update()
-        slow = []
-        for node in q.nodes:
-            if node.op not in LINEAR_OPS or node.name not in fp32_ms:
-                continue
-            i8 = int8_ms.get(node.name, 0.0) + int8_ms.get(f"{node.name}.act", 0.0)
-            f = fp32_ms[node.name]
-            report.nodes[node.name] = NodeTiming(node.op, i8, f, False)
-            if i8 > f * (1 + margin) and (i8 - f) * 1e3 > min_us:
-                slow.append(node.name)
-        if not slow or report.rounds == rounds:
-            break
+        if rounds >= 2:
+            ms = timer(q, x, threads)
+            back = []
+            for island, border in _islands(q):
+                mine = [n for n in island if n in slow]
+                if not mine:
+                    continue
+                conversions = sum(ms.get(b, 0.0) for b in border)
+                for n in mine:
+                    report.nodes[n].boundary_ms = conversions
+                cost = sum(ms.get(n, 0.0) + ms.get(f"{n}.act", 0.0) for n in mine) + conversions
+                if cost >= sum(report.nodes[n].int8_ms for n in mine):
+                    back += mine
+            if back:
+                slow = [n for n in slow if n not in back]
+                q = quantize(keep + slow)
+                report.rounds = 2
         for name in slow:
             report.nodes[name].fp32 = True
-        keep += slow
-        q = quantize(keep)
-        report.rounds += 1
     bar.close()
     attach_report(q, report)
     return q, report
+
+
+def _islands(q: Graph) -> list[tuple[list[str], list[str]]]:
+    """The fp32 islands of a quantized graph: float nodes (other than quantize / dequantize) connected
+    through the values between them, each with the quantize/dequantize nodes on its border."""
+    conv = ("quantize", "dequantize")
+    floats = [n for n in q.nodes if n.op not in conv and q.values[n.outputs[0]].dtype == "f32"]
+    parent = {n.name: n.name for n in floats}
+
+    def root(a: str) -> str:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    producer = {o: n.name for n in floats for o in n.outputs}
+    for n in floats:
+        for v in n.inputs:
+            if v in producer:
+                parent[root(producer[v])] = root(n.name)
+    groups: dict[str, list[str]] = {}
+    for n in floats:
+        groups.setdefault(root(n.name), []).append(n.name)
+    readers: dict[str, list[str]] = {}
+    for n in floats:
+        for v in n.inputs:
+            readers.setdefault(v, []).append(n.name)
+    borders: dict[str, list[str]] = {r: [] for r in groups}
+    for n in q.nodes:
+        if n.op == "quantize" and n.inputs[0] in producer:
+            borders[root(producer[n.inputs[0]])].append(n.name)
+        elif n.op == "dequantize":
+            for r in {root(m) for m in readers.get(n.outputs[0], [])}:
+                borders[r].append(n.name)
+    return [(groups[r], borders[r]) for r in groups]
 
 
 def attach_report(graph: Graph, report: FallbackReport) -> None:

@@ -13,13 +13,17 @@ from deepslim.quant.fallback import RECORD, FallbackReport, profile_graph, quant
 from test_quantize import CALIB, TEST, small_cnn
 
 
-def _fake_timer(int8_slow: dict[str, float], calls: list):
-    """fp32 nodes take 1 ms; int8 ones 0.5 ms, except those in `int8_slow` (their int8 ms)."""
+def _fake_timer(int8_slow: dict[str, float], calls: list, conversion_ms: float = 0.0):
+    """fp32 nodes take 1 ms; int8 ones 0.5 ms, except those in `int8_slow` (their int8 ms); quantize
+    and dequantize nodes `conversion_ms` (the graph input's quantize and the output's dequantize: 0)."""
     def timer(graph, x, threads):
         calls.append(sorted(n.op for n in graph.nodes))
         out = {}
         for node in graph.nodes:
-            if node.op.startswith("q") and node.op != "quantize":
+            if node.op in ("quantize", "dequantize"):
+                edge = node.inputs[0] in graph.inputs or node.outputs[0] in graph.outputs
+                out[node.name] = 0.0 if edge else conversion_ms
+            elif node.op.startswith("q"):
                 out[node.name] = int8_slow.get(node.name, 0.5)
             else:
                 out[node.name] = 1.0
@@ -34,17 +38,18 @@ def _quantize(graph):
 def test_slower_int8_layers_fall_back_to_fp32_and_the_decision_is_stored(tmp_path):
     graph = small_cnn()
     calls = []
-    # conv2's int8 time includes the hard swish qlut split off it (conv2.act): 0.7 + 0.5 > 1.1
+    # conv2's int8 time includes the hard swish qlut split off it (conv2.act): 2.5 + 0.5 > 1.1; in
+    # fp32 the split-off activation stays a node of its own (1 ms): 2 ms < 3 ms, still worth it
     q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=_fake_timer(
-        {"fc4": 1.5, "conv2": 0.7}, calls), progress=False)
+        {"fc4": 1.5, "conv2": 2.5}, calls), progress=False)
     assert report.keep_fp32 == ["conv2", "fc4"]
     assert report.rounds == 1
-    assert len(calls) == 3  # fp32, first int8 candidate, the re-quantized one (nothing slow left)
+    assert len(calls) == 3  # fp32, first int8 candidate, the re-quantized one (its islands pay)
     ops = {n.name: n.op for n in q.nodes}
     assert ops["conv2"] == "conv2d" and ops["fc4"] == "dense"
     assert ops["conv1"] == "qconv2d" and ops["fc3"] == "qdense" and ops["fc5"] == "qdense"
     assert report.nodes["fc4"].int8_ms == 1.5 and report.nodes["fc4"].fp32_ms == 1.0
-    assert report.nodes["conv2"].int8_ms == pytest.approx(1.2)
+    assert report.nodes["conv2"].int8_ms == pytest.approx(3.0)
     assert not report.nodes["conv1"].fp32
     # the graph is the one keep_fp32 gives, plus the record no node reads
     expected = quantize_graph(graph, calib=CALIB, keep_fp32=["conv2", "fc4"])
@@ -60,29 +65,42 @@ def test_slower_int8_layers_fall_back_to_fp32_and_the_decision_is_stored(tmp_pat
     assert "2 of 5 conv/dense layers kept in fp32" in text
 
 
-def test_small_differences_stay_int8_and_rounds_are_limited():
+def test_small_differences_stay_int8():
     graph = small_cnn()
     calls = []
-    # 1.05 ms is within 10%; 1.0015 ms within 2 us of... fp32 1 ms: both stay int8
+    # 1.05 ms is within 10% of fp32's 1 ms; 1.0015 ms within 2 us: both stay int8
     q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=_fake_timer(
         {"fc3": 1.05, "fc4": 1.0015}, calls), progress=False)
     assert report.keep_fp32 == [] and report.rounds == 0 and len(calls) == 2
     assert {n.op for n in q.nodes} >= {"qconv2d", "qdense"}
+    assert report.fp32_total_ms > 0 and report.int8_total_ms > 0
 
-    # each new int8 candidate has another slow layer: stops after `rounds` re-quantizations
-    order, seen = ["conv1", "fc3", "fc4"], []
 
-    def timer(graph_, x, threads):
-        if any(n.op == "qdense" for n in graph_.nodes):
-            seen.append(order[len(seen)])
-        slow = seen[-1] if seen else None
-        return {n.name: 2.0 if n.name == slow and n.op in ("qconv2d", "qdense") else 0.0 if n.op == "qlut" else 1.0
-                for n in graph_.nodes}
+def test_an_island_whose_conversions_cost_more_goes_back_to_int8():
+    graph = small_cnn()
+    # conv1 (1.5 ms int8) alone: fp32 1 ms + quantize after it 0.4 ms < 1.5: stays fp32.
+    # fc3 and fc4 (1.5 ms each) are two islands sharing the dequantize before them, each with a
+    # quantize after it for the qadd: 1 ms + 2 x 0.4 ms = 1.8 ms >= 1.5 ms: both back to int8.
+    calls = []
+    q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=_fake_timer(
+        {"conv1": 1.5, "fc3": 1.5, "fc4": 1.5}, calls, conversion_ms=0.4), progress=False)
+    assert report.rounds == 2 and len(calls) == 3
+    assert report.keep_fp32 == ["conv1"]
+    assert report.nodes["conv1"].boundary_ms == pytest.approx(0.4)
+    assert report.nodes["fc3"].boundary_ms == pytest.approx(0.8) and not report.nodes["fc3"].fp32
+    ops = {n.name: n.op for n in q.nodes}
+    assert ops["conv1"] == "conv2d" and ops["fc3"] == "qdense" and ops["fc4"] == "qdense"
+    assert "its fp32 island's quantize/dequantize 0.4000 ms" in report.nodes["conv1"].describe()
 
-    q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=timer, rounds=1, progress=False)
-    assert report.rounds == 1 and report.keep_fp32 == ["conv1"]
-    assert report.nodes["fc3"].int8_ms == 2.0 and not report.nodes["fc3"].fp32  # measured, not re-quantized
-    assert {n.name: n.op for n in q.nodes}["fc3"] == "qdense"
+    # rounds=1: the per-node rule only, no second timing
+    calls = []
+    q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=_fake_timer(
+        {"conv1": 1.5, "fc3": 1.5, "fc4": 1.5}, calls, conversion_ms=0.4), rounds=1, progress=False)
+    assert report.rounds == 1 and len(calls) == 2 and report.keep_fp32 == ["conv1", "fc3", "fc4"]
+    # rounds=0: measured and recorded, nothing re-quantized
+    q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=_fake_timer(
+        {"conv1": 1.5}, []), rounds=0, progress=False)
+    assert report.rounds == 0 and report.keep_fp32 == [] and {n.name: n.op for n in q.nodes}["conv1"] == "qconv2d"
 
 
 def test_no_record_without_a_measurement(tmp_path):
@@ -93,10 +111,10 @@ def test_no_record_without_a_measurement(tmp_path):
 
 
 def test_report_json_round_trip():
-    r = FallbackReport(2, 1)
+    r = FallbackReport(2, 1, fp32_total_ms=3.5, int8_total_ms=4.25)
     from deepslim.quant.fallback import NodeTiming
 
-    r.nodes["a"] = NodeTiming("qconv2d", 0.25, 0.125, True)
+    r.nodes["a"] = NodeTiming("qconv2d", 0.25, 0.125, True, 0.0625)
     r.nodes["b"] = NodeTiming("qdense", 0.01, 0.02, False)
     back = FallbackReport.from_json(r.to_json())
     assert back == r
