@@ -161,14 +161,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--output", metavar="CKPT", help="checkpoint path (default: the checkpoint cache)")
     s.set_defaults(func=_cmd_train)
 
-    s = sub.add_parser("compress", help="prune, share weights and Huffman-code a model into a .dsm",
-                       description="Run a compression recipe (YAML: pruning, k-means weight sharing, "
-                       "Huffman coding) on a trained zoo model and write the compressed .dsm.")
+    s = sub.add_parser("compress", help="prune, share weights, quantize and Huffman-code a model into a .dsm",
+                       description="Run a compression recipe (YAML: pruning, k-means weight sharing, int8 "
+                       "quantization with optional QAT, Huffman coding) on a trained zoo model and write the "
+                       "compressed .dsm. With a `quantize:` section the .dsm holds int8 ops (as from `deepslim "
+                       "quantize`), its pruned weights still stored sparse where that is smaller.")
     s.add_argument("model", help="zoo model name")
     s.add_argument("--recipe", required=True, metavar="YAML", help="compression recipe, e.g. deepslim/recipes/lenet5.yaml")
     s.add_argument("--checkpoint", metavar="CKPT", help="trained checkpoint (default: train or reuse the cached one)")
     s.add_argument("--data", metavar="DIR", help="Fashion-MNIST folder")
     s.add_argument("-o", "--output", required=True, metavar="OUT.dsm", help="the compressed model file")
+    from deepslim.quantize_cmd import add_fallback_arguments
+
+    add_fallback_arguments(s)
     s.set_defaults(func=_cmd_compress)
 
     s = sub.add_parser("export", help="write a trained zoo model as an uncompressed fp32 .dsm",

@@ -75,6 +75,57 @@ def export(model, path: str | Path, encodings=None):
     return write_dsm(graph, path)
 
 
+def export_quantized(model, plan, path: str | Path, encodings=None, *, fallback: str = "none", threads: int = 1,
+                     progress: bool = True):
+    """Write the int8 .dsm of a compressed model whose recipe quantizes (`CompressedModel.quantize`).
+
+    The trained float model (QAT's fake quantization already removed, BatchNorm folded by the front
+    end) is exported to IR with the compression encodings and quantized by `quantize_graph` with the
+    plan's QAT ranges / calibration, as `deepslim quantize` does; pruned weights stay sparse where
+    that is smaller. fallback "measure" keeps in fp32 the conv/dense layers the runtime runs slower
+    in int8 (deepslim.quant.fallback). Returns (WriteReport, FallbackReport or None).
+    """
+    import dataclasses
+
+    import torch
+
+    from deepslim.compress.qat import quantize_for_export
+    from deepslim.format import write_dsm
+    from deepslim.frontends.torch import from_torch
+    from deepslim.ir.passes import optimize
+
+    example = torch.zeros(1, *model.input_shape)
+    graph = optimize(from_torch(model.eval(), example, encodings=encodings))
+
+    def quantize(keep: list[str]):
+        return quantize_for_export(graph, dataclasses.replace(plan, keep_fp32=list(keep)))
+
+    fallback_report = None
+    if fallback == "measure":
+        from deepslim.quant.fallback import quantize_with_fallback
+
+        q, fallback_report = quantize_with_fallback(graph, quantize, plan.calib[:1], threads=threads,
+                                                    keep_fp32=plan.keep_fp32, progress=progress)
+    elif fallback == "none":
+        q = quantize(plan.keep_fp32)
+    else:
+        raise ValueError(f"fallback must be 'measure' or 'none', got {fallback!r}")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return write_dsm(q, path), fallback_report
+
+
+def compress_and_export(model, recipe, splits, output: str | Path, *, fallback: str = "none", threads: int = 1,
+                        seed: int = 0, progress: bool = True):
+    """Compress a copy of `model` with `recipe` and write `output`: int8 when the recipe has a
+    `quantize:` section, else fp32. Returns (CompressedModel, WriteReport, FallbackReport or None)."""
+    result = compress_model(model, recipe, splits, seed=seed, progress=progress)
+    if result.quantize is not None:
+        report, fallback_report = export_quantized(result.model, result.quantize, output, result.encodings,
+                                                   fallback=fallback, threads=threads, progress=progress)
+        return result, report, fallback_report
+    return result, export(result.model, output, result.encodings), None
+
+
 def compress_model(model, recipe, splits, *, seed: int = 0, progress: bool = True):
     from deepslim.compress import compress
 
@@ -140,19 +191,28 @@ def train_command(args: argparse.Namespace) -> int:
 
 def compress_command(args: argparse.Namespace) -> int:
     from deepslim.compress import load_recipe
+    from deepslim.quantize_cmd import print_fallback, resolve_fallback
     from deepslim.train import evaluate
 
     recipe = load_recipe(args.recipe)
+    fallback = resolve_fallback(args.fallback, args.threads) if recipe.quantize is not None else "none"
     splits = load_data(args.data)
     model, _, _ = train_model(args.model, splits, recipe, checkpoint=args.checkpoint)
     fp32_acc = evaluate(model, splits["test"])
-    result = compress_model(model, recipe, splits)
-    report = export(result.model, args.output, result.encodings)
+    result, report, fallback_report = compress_and_export(model, recipe, splits, args.output, fallback=fallback,
+                                                          threads=args.threads)
     acc = evaluate(result.model, splits["test"])
     fp32_bytes = sum(int(p.numel()) * 4 for p in model.parameters())
-    print(f"{args.model}: test accuracy {fp32_acc:.2f}% -> {acc:.2f}% (PyTorch, compressed)")
+    print(f"{args.model}: test accuracy {fp32_acc:.2f}% -> {acc:.2f}% (PyTorch, compressed, float)")
+    if result.quantize is not None:
+        from deepslim.quant.fallback import runtime_available
+
+        if runtime_available() is None:
+            print(f"{args.output}: test accuracy {dsm_accuracy(args.output, splits['test']):.2f}% (runtime, int8)")
     print(f"parameters {fp32_bytes:,} bytes fp32 -> {args.output}: {report.file_size:,} bytes "
           f"({fp32_bytes / report.file_size:.1f}x)")
+    if fallback_report is not None:
+        print_fallback(fallback_report)
     return 0
 
 
