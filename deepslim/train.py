@@ -70,10 +70,19 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _loss_fn(model: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    # A model that ends in a softmax (FaceNet-1M) is trained on the log of its probabilities.
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def nll_of_probabilities(probs: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Negative log-likelihood of softmax outputs (for models that end in a softmax)."""
+    return nn.functional.nll_loss(torch.log(probs.clamp_min(1e-12)), target)
+
+
+def default_loss(model: nn.Module) -> Loss:
+    """Cross-entropy on logits; `nll_of_probabilities` for a model whose last module is a softmax
+    (FaceNet-1M). Decided on the plain model: a traced or wrapped copy (QAT) passes it explicitly."""
     if isinstance(list(model.modules())[-1], nn.Softmax):
-        return lambda out, y: nn.functional.nll_loss(torch.log(out.clamp_min(1e-12)), y)
+        return nll_of_probabilities
     return nn.functional.cross_entropy
 
 
@@ -93,6 +102,7 @@ def fit(
     config: TrainConfig | None = None,
     params: list[torch.nn.Parameter] | None = None,
     after_step: Callable[[nn.Module], None] | None = None,
+    loss: Loss | None = None,
     progress: bool = True,
     desc: str = "train",
     **options: Any,
@@ -101,7 +111,8 @@ def fit(
 
     `config` overrides `epochs`, `lr` and `options` (the other TrainConfig fields, e.g. seed=1).
     `params` limits training to those parameters (default: all that require grad). `after_step` runs
-    after every optimizer step (pruning uses it to re-apply its masks).
+    after every optimizer step (pruning uses it to re-apply its masks). `loss(output, target)` is the
+    training loss; default `default_loss(model)` (cross-entropy on logits, NLL of a final softmax).
     """
     if config is None:
         config = TrainConfig(epochs=epochs, lr=lr, **options)
@@ -119,7 +130,9 @@ def fit(
         )
     else:
         scheduler = None
-    loss_fn = _loss_fn(model)
+    loss_fn = loss if loss is not None else default_loss(model)
+    if not callable(loss_fn):
+        raise TypeError(f"loss must be a callable (output, target) -> tensor, got {loss_fn!r}")
     generator = torch.Generator().manual_seed(config.seed)
     history = []
     for epoch in range(config.epochs):
@@ -132,14 +145,14 @@ def fit(
             idx = order[step * config.batch_size:(step + 1) * config.batch_size]
             x, y = x_all[idx], y_all[idx]
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
+            batch_loss = loss_fn(model(x), y)
+            batch_loss.backward()
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
             if after_step is not None:
                 after_step(model)
-            total_loss += loss.item() * len(idx)
+            total_loss += batch_loss.item() * len(idx)
             seen += len(idx)
             if step % 20 == 0:
                 bar.set_postfix(loss=f"{total_loss / seen:.4f}")

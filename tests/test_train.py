@@ -68,3 +68,53 @@ def test_checkpoint_cache_reuses_training(tmp_path):
         assert torch.equal(other.state_dict()[key], value)
     changed = train.checkpoint_path("blobs", {**meta["config"], "epochs": 3}, tmp_path)
     assert changed != path
+
+
+def test_explicit_loss_is_used_and_softmax_models_train_on_probabilities():
+    data = blobs()
+    seen = []
+
+    def loss(out, target):
+        seen.append(out.shape)
+        return nn.functional.cross_entropy(out, target)
+
+    train.fit(small_model(), data, epochs=1, lr=0.05, batch_size=40, loss=loss, progress=False)
+    assert seen == [(40, 3)] * 3
+    with pytest.raises(TypeError, match="loss must be a callable"):
+        train.fit(small_model(), data, epochs=1, loss="nll", progress=False)
+
+    # a model ending in a softmax: its default loss is the NLL of the probabilities ...
+    probs_model = nn.Sequential(*small_model(), nn.Softmax(dim=1))
+    assert train.default_loss(probs_model) is train.nll_of_probabilities
+    assert train.default_loss(small_model()) is nn.functional.cross_entropy
+    # ... and given explicitly it trains a wrapper whose last module is not the softmax
+    torch.manual_seed(0)
+    wrapped = nn.Sequential(probs_model, nn.Identity())
+    history = train.fit(wrapped, data, data, epochs=5, lr=0.05, batch_size=16, loss=train.nll_of_probabilities,
+                        progress=False)
+    assert history[-1]["val_accuracy"] > 90
+    # cross-entropy on probabilities (what the default gave a wrapped softmax model) learns far less well
+    assert train.nll_of_probabilities(torch.tensor([[0.9, 0.1]]), torch.tensor([0])) < \
+        nn.functional.cross_entropy(torch.tensor([[0.9, 0.1]]), torch.tensor([0]))
+
+
+def test_qat_of_a_softmax_model_uses_the_nll_of_its_probabilities(monkeypatch):
+    from deepslim.compress.qat import QATConfig, quantization_aware_training
+
+    data = blobs()
+    torch.manual_seed(0)
+    model = nn.Sequential(*small_model(), nn.Softmax(dim=1))
+    train.fit(model, data, epochs=3, lr=0.05, batch_size=16, progress=False)
+    calls = []
+    real = train.nll_of_probabilities
+
+    def spy(out, target):
+        calls.append(float(out.detach().sum(1).mean()))  # probabilities: rows sum to 1
+        return real(out, target)
+
+    # by default: decided on the model, not on the traced copy (which ends in a fake quantizer)
+    monkeypatch.setattr(train, "nll_of_probabilities", spy)
+    ranges, history = quantization_aware_training(model, QATConfig(epochs=1, train={"batch_size": 40}), data, data,
+                                                  progress=False)
+    assert len(calls) == 3 and all(abs(c - 1) < 1e-3 for c in calls)
+    assert history["qat_val_accuracy"] > 90 and "output" in ranges

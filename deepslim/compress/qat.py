@@ -557,11 +557,17 @@ def quantization_aware_training(
     shared: bool = False,
     progress: bool = True,
     seed: int = 0,
+    loss=None,
 ) -> tuple[dict[str, tuple[float, float]], dict[str, Any]]:
     """Calibrate, fine-tune with fake quantization and the freeze schedule, and write the weights back
-    into `model` (in place). Returns (ranges per IR value name, history)."""
+    into `model` (in place). Returns (ranges per IR value name, history).
+
+    `loss(output, target)`: the training loss; default `deepslim.train.default_loss(model)`, decided on
+    `model` itself (the traced copy ends in a fake quantizer, not in the model's softmax)."""
     from deepslim.compress.prune import reapply_masks
-    from deepslim.train import TrainConfig, evaluate, fit
+    from deepslim.train import TrainConfig, default_loss, evaluate, fit
+
+    loss = loss if loss is not None else default_loss(model)
 
     qm = prepare_qat(model, config, keep_fp32=keep_fp32, weight_bits=weight_bits)
     x, y = train_data
@@ -579,7 +585,8 @@ def quantization_aware_training(
         schedule = FreezeSchedule(max(1, round(config.freeze_observers_after * steps)),
                                   max(1, round(config.freeze_bn_after * steps)))
         history["epochs"] = fit(qm, (x, y), val_data, config=train_config,
-                                after_step=_after_steps(reapply_masks, schedule), progress=progress, desc="QAT")
+                                after_step=_after_steps(reapply_masks, schedule), loss=loss, progress=progress,
+                                desc="QAT")
         if val_data is not None:
             history["qat_val_accuracy"] = evaluate(qm, val_data)
     ranges = convert(qm, model)
