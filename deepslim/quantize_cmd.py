@@ -46,8 +46,9 @@ def add_fallback_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--fallback", choices=("measure", "none"), default=None,
                    help="measure: time the fp32 and int8 models in the native runtime (batch 1, on the first "
                    "calibration input) and keep in fp32 every conv/dense layer whose int8 time is more than "
-                   "10%% and 2 us slower than its fp32 time (re-quantizing at most twice); the decision is "
-                   "stored in the .dsm and shown by `deepslim inspect`. none: quantize every layer that can be. "
+                   "10%% and 2 us slower than its fp32 time, then return to int8 each fp32 island whose "
+                   "quantize/dequantize border makes it no faster (at most two re-quantizations); the "
+                   "decision is stored in the .dsm and shown by `deepslim inspect`. none: quantize every layer that can be. "
                    "Default: measure when the runtime library loads, else none (with a note)")
     s.add_argument("--threads", type=int, default=1, help="runtime threads for --fallback measure (default 1)")
 
