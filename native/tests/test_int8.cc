@@ -171,6 +171,13 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
       [] { QConv q; q.c = 6; q.o = 6; q.group = 6; q.h = 9; q.w = 11; q.stride = 2; return q; }(),
       [] { QConv q; q.c = 6; q.o = 9; q.group = 3; q.act_min = 7; q.act_max = 200; return q; }(),
       [] { QConv q; q.c = 16; q.o = 40; q.h = 12; q.w = 13; q.n = 2; return q; }(),
+      // im2col edges: stride 2 with padding, wide windows, 1x1 stride 2, rows longer than a block
+      [] { QConv q; q.c = 5; q.o = 9; q.h = 11; q.w = 37; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 3; q.o = 10; q.h = 17; q.w = 19; q.kh = q.kw = 7; q.pad = 3; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 4; q.o = 6; q.h = 6; q.w = 5; q.kh = q.kw = 5; q.pad = 2; return q; }(),
+      [] { QConv q; q.c = 12; q.o = 8; q.h = 9; q.w = 9; q.kh = q.kw = 1; q.pad = 0; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 7; q.o = 33; q.h = 9; q.w = 70; return q; }(),
+      [] { QConv q; q.c = 2; q.o = 3; q.h = 4; q.w = 3; q.kh = q.kw = 3; q.pad = 2; q.stride = 3; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);

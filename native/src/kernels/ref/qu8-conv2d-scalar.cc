@@ -68,10 +68,19 @@ void ds_u8_im2col__scalar(const Conv2dParams& p, int64_t channels, int32_t x_zp,
             std::memset(out, x_zp, size_t(len));
           } else {
             const uint8_t* xr = xc + iy * p.w;
-            const int64_t base = kx * p.dil_w - p.pad_left;  // ix = ox * stride + base
-            for (int64_t t = 0; t < len; ++t) {
-              const int64_t ix = (ox0 + t) * p.stride_w + base;
-              out[t] = (ix < 0 || ix >= p.w) ? uint8_t(x_zp) : xr[ix];
+            const int64_t s = p.stride_w, base = kx * p.dil_w - p.pad_left;  // ix = ox * s + base
+            // Taps t in [t0, t1) fall inside the row; the rest are padding.
+            const int64_t ox_lo = base >= 0 ? 0 : (-base + s - 1) / s;
+            const int64_t ox_hi = p.w - base <= 0 ? 0 : (p.w - base + s - 1) / s;
+            const int64_t t0 = std::min(len, std::max<int64_t>(0, ox_lo - ox0));
+            const int64_t t1 = std::max(t0, std::min(len, ox_hi - ox0));
+            if (t0 > 0) std::memset(out, x_zp, size_t(t0));
+            if (t1 < len) std::memset(out + t1, x_zp, size_t(len - t1));
+            const uint8_t* src = xr + (ox0 + t0) * s + base;
+            if (s == 1) {
+              std::memcpy(out + t0, src, size_t(t1 - t0));
+            } else {
+              for (int64_t t = 0; t < t1 - t0; ++t) out[t0 + t] = src[t * s];
             }
           }
           j += len;
