@@ -45,6 +45,14 @@ KernelTable with_level(const char* isa, const GemmKernels* gemm, DwConv3x3Fn dwc
   return t;
 }
 
+KernelTable with_elementwise(KernelTable t, BinaryKernel add, BinaryKernel sub, BinaryKernel mul, BinaryKernel div,
+                             ReluKernel relu, ActivationKernel activation) {
+  t.add = add, t.sub = sub, t.mul = mul, t.div = div;
+  t.relu = relu;
+  t.activation = activation;
+  return t;
+}
+
 KernelTable with_maxpool(KernelTable t, Pool2dKernel maxpool2d) {
   t.maxpool2d = maxpool2d;
   return t;
@@ -114,10 +122,16 @@ const KernelTable& kernels_for(Isa isa) {
       with_maxpool(with_level("avx2", &ds_f32_gemm_kernels__avx2, ds_f32_dwconv3x3__avx2), ds_f32_maxpool2d__avx2);
   static const KernelTable avx512 = with_maxpool(
       with_level("avx512", &ds_f32_gemm_kernels__avx512, ds_f32_dwconv3x3__avx512), ds_f32_maxpool2d__avx512);
+  // The elementwise kernels of each level.
+  static const KernelTable avx2_e = with_elementwise(avx2, ds_f32_vadd__avx2, ds_f32_vsub__avx2, ds_f32_vmul__avx2,
+                                                     ds_f32_vdiv__avx2, ds_f32_relu__avx2, ds_f32_activation__avx2);
+  static const KernelTable avx512_e =
+      with_elementwise(avx512, ds_f32_vadd__avx512, ds_f32_vsub__avx512, ds_f32_vmul__avx512, ds_f32_vdiv__avx512,
+                       ds_f32_relu__avx512, ds_f32_activation__avx512);
   // int8: AVX2 kernels (vpmaddwd) up to AVX-512 without VNNI; vpdpbusd with it.
-  static const KernelTable avx2_q = with_q(avx2, "avx2", &ds_qkernels__avx2);
-  static const KernelTable avx512_q = with_q(avx512, "avx512", &ds_qkernels__avx2);
-  static const KernelTable avx512vnni = with_q(avx512, "avx512vnni", &ds_qkernels__avx512vnni);
+  static const KernelTable avx2_q = with_q(avx2_e, "avx2", &ds_qkernels__avx2);
+  static const KernelTable avx512_q = with_q(avx512_e, "avx512", &ds_qkernels__avx2);
+  static const KernelTable avx512vnni = with_q(avx512_e, "avx512vnni", &ds_qkernels__avx512vnni);
   if (isa == Isa::kAvx2) return avx2_q;
   if (isa == Isa::kAvx512) return avx512_q;
   if (isa == Isa::kAvx512Vnni) return avx512vnni;

@@ -222,6 +222,19 @@ void ds_f32_vadd__scalar(const BinaryParams& p, const float* a, const float* b, 
 void ds_f32_vsub__scalar(const BinaryParams& p, const float* a, const float* b, float* y);
 void ds_f32_vmul__scalar(const BinaryParams& p, const float* a, const float* b, float* y);
 void ds_f32_vdiv__scalar(const BinaryParams& p, const float* a, const float* b, float* y);
+// Per-ISA (src/kernels/x86/f32-vbinary-*, f32-activation-*): bit-identical to the scalar ones.
+void ds_f32_vadd__avx2(const BinaryParams& p, const float* a, const float* b, float* y);
+void ds_f32_vsub__avx2(const BinaryParams& p, const float* a, const float* b, float* y);
+void ds_f32_vmul__avx2(const BinaryParams& p, const float* a, const float* b, float* y);
+void ds_f32_vdiv__avx2(const BinaryParams& p, const float* a, const float* b, float* y);
+void ds_f32_vadd__avx512(const BinaryParams& p, const float* a, const float* b, float* y);
+void ds_f32_vsub__avx512(const BinaryParams& p, const float* a, const float* b, float* y);
+void ds_f32_vmul__avx512(const BinaryParams& p, const float* a, const float* b, float* y);
+void ds_f32_vdiv__avx512(const BinaryParams& p, const float* a, const float* b, float* y);
+void ds_f32_relu__avx2(int64_t n, const float* x, float* y);
+void ds_f32_relu__avx512(int64_t n, const float* x, float* y);
+void ds_f32_activation__avx2(int64_t n, const Activation& act, const float* x, float* y);
+void ds_f32_activation__avx512(int64_t n, const Activation& act, const float* x, float* y);
 void ds_x32_copy_nd__scalar(const CopyNdParams& p, const float* x, float* y);
 void ds_x32_concat__scalar(const ConcatParams& p, const float* const* xs, float* y);
 void ds_f32_pad__scalar(const PadParams& p, const float* x, float* y);

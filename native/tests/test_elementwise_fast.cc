@@ -1,0 +1,145 @@
+// The SIMD elementwise kernels (add/sub/mul/div with broadcasting, relu, the activation op)
+// against the scalar ones, bit for bit, at every level this machine runs: random shapes of rank
+// 1-5 with random broadcast axes, lengths around the vector widths (tails), every activation
+// code, and special values (NaN, +-0, +-inf).
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "harness.h"
+#include "kernels/kernels.h"
+#include "tiny_net.h"
+
+namespace {
+
+const ds::Isa kLevels[] = {ds::Isa::kAvx2, ds::Isa::kAvx512};
+
+const ds::Activation kActs[] = {{0, 0, 0},       {1, 0, 0},       {2, 0, 6},      {2, -0.5f, 0.25f}, {3, 0.1f, 0},
+                                {4, 0, 0},       {5, 0.2f, 0.5f}, {6, 0, 0},      {7, 0, 0}};
+
+// Bitwise equality, with any NaN equal to any NaN.
+bool same(float a, float b) {
+  if (std::isnan(a) && std::isnan(b)) return true;
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+float value(tiny::Rng& rng) {
+  switch (rng.below(40)) {
+    case 0: return std::numeric_limits<float>::quiet_NaN();
+    case 1: return 0.0f;
+    case 2: return -0.0f;
+    case 3: return std::numeric_limits<float>::infinity();
+    case 4: return -std::numeric_limits<float>::infinity();
+    default: return rng.uniform(-8, 8);
+  }
+}
+
+// Strides of a [dims] tensor in the output index space, 0 along `broadcast` axes.
+void strides(const ds::BinaryParams& p, const bool* broadcast, int64_t* s, int64_t* size) {
+  int64_t step = 1;
+  for (int k = p.rank - 1; k >= 0; --k) {
+    s[k] = broadcast[k] ? 0 : step;
+    step *= broadcast[k] ? 1 : p.dims[k];
+  }
+  *size = step;
+}
+
+}  // namespace
+
+TEST(binary_kernels_match_scalar) {
+  tiny::Rng rng(7);
+  using Fn = ds::BinaryKernel;
+  int ran = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    ds::BinaryParams p{};
+    p.rank = 1 + int32_t(rng.below(5));
+    const int64_t sizes[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 49, 64, 100};
+    for (int k = 0; k < p.rank; ++k) p.dims[k] = sizes[rng.below(trial < 300 ? 14 : 6)];
+    bool ba[ds::kMaxRank], bb[ds::kMaxRank];
+    for (int k = 0; k < p.rank; ++k) {
+      const uint32_t r = rng.below(4);  // mostly full; sometimes one side broadcasts
+      ba[k] = r == 1;
+      bb[k] = r == 2;
+    }
+    int64_t na, nb, ny = 1;
+    strides(p, ba, p.a_strides, &na);
+    strides(p, bb, p.b_strides, &nb);
+    for (int k = 0; k < p.rank; ++k) ny *= p.dims[k];
+    p.act = kActs[rng.below(sizeof kActs / sizeof kActs[0])];
+    std::vector<float> a(static_cast<size_t>(na)), b(static_cast<size_t>(nb));
+    for (float& v : a) v = value(rng);
+    for (float& v : b) v = value(rng);
+    const int op = int(rng.below(4));
+    const Fn scalar[] = {ds::ds_f32_vadd__scalar, ds::ds_f32_vsub__scalar, ds::ds_f32_vmul__scalar, ds::ds_f32_vdiv__scalar};
+    const Fn avx2[] = {ds::ds_f32_vadd__avx2, ds::ds_f32_vsub__avx2, ds::ds_f32_vmul__avx2, ds::ds_f32_vdiv__avx2};
+    const Fn avx512[] = {ds::ds_f32_vadd__avx512, ds::ds_f32_vsub__avx512, ds::ds_f32_vmul__avx512,
+                         ds::ds_f32_vdiv__avx512};
+    std::vector<float> want(static_cast<size_t>(ny));
+    scalar[op](p, a.data(), b.data(), want.data());
+    for (ds::Isa isa : kLevels) {
+      if (!ds::isa_available(isa)) continue;
+      ++ran;
+      std::vector<float> got(size_t(ny) + 1, 7.0f);
+      (isa == ds::Isa::kAvx2 ? avx2 : avx512)[op](p, a.data(), b.data(), got.data());
+      size_t bad = 0;
+      for (size_t i = 0; i < want.size(); ++i) bad += !same(got[i], want[i]);
+      std::string shape;
+      for (int k = 0; k < p.rank; ++k)
+        shape += std::to_string(p.dims[k]) + (ba[k] ? "a" : "") + (bb[k] ? "b" : "") + " ";
+      CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " op " + std::to_string(op) + " act " +
+                              std::to_string(p.act.kind) + " dims " + shape + ": " + std::to_string(bad) + " differ");
+      CHECK_MSG(got.back() == 7.0f, std::string(ds::isa_name(isa)) + ": wrote past the output");
+    }
+  }
+  if (ran == 0) SKIP("no SIMD level on this machine");
+}
+
+TEST(activation_and_relu_kernels_match_scalar) {
+  tiny::Rng rng(11);
+  int ran = 0;
+  for (int64_t n : {1, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 100, 1000, 1031}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = value(rng);
+    for (const ds::Activation& act : kActs) {
+      std::vector<float> want(static_cast<size_t>(n));
+      ds::ds_f32_activation__scalar(n, act, x.data(), want.data());
+      std::vector<float> want_relu(static_cast<size_t>(n));
+      ds::ds_f32_relu__scalar(n, x.data(), want_relu.data());
+      for (ds::Isa isa : kLevels) {
+        if (!ds::isa_available(isa)) continue;
+        ++ran;
+        const bool v512 = isa == ds::Isa::kAvx512;
+        std::vector<float> got(size_t(n) + 1, 7.0f);
+        (v512 ? ds::ds_f32_activation__avx512 : ds::ds_f32_activation__avx2)(n, act, x.data(), got.data());
+        size_t bad = 0;
+        for (size_t i = 0; i < want.size(); ++i) bad += !same(got[i], want[i]);
+        CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " act " + std::to_string(act.kind) + " n " +
+                                std::to_string(n) + ": " + std::to_string(bad) + " differ");
+        CHECK(got.back() == 7.0f);
+        got.assign(size_t(n) + 1, 7.0f);
+        (v512 ? ds::ds_f32_relu__avx512 : ds::ds_f32_relu__avx2)(n, x.data(), got.data());
+        bad = 0;
+        for (size_t i = 0; i < want.size(); ++i) bad += !same(got[i], want_relu[i]);
+        CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " relu n " + std::to_string(n));
+        CHECK(got.back() == 7.0f);
+      }
+    }
+  }
+  // In place (y == x), as the session may run it.
+  for (ds::Isa isa : kLevels) {
+    if (!ds::isa_available(isa)) continue;
+    std::vector<float> x = {-1, 2, -3, 4, -5, 6, -7, 8, -9, 10, -11, 12, -13, 14, -15, 16, -17, 18};
+    (isa == ds::Isa::kAvx512 ? ds::ds_f32_relu__avx512 : ds::ds_f32_relu__avx2)(int64_t(x.size()), x.data(), x.data());
+    for (size_t i = 0; i < x.size(); ++i) CHECK(x[i] == (i % 2 ? float(i + 1) : 0.0f));
+  }
+  if (ran == 0) SKIP("no SIMD level on this machine");
+}
+
+TEST(tables_use_the_simd_kernels) {
+  if (ds::isa_available(ds::Isa::kAvx2)) CHECK(ds::kernels_for(ds::Isa::kAvx2).add == ds::ds_f32_vadd__avx2);
+  if (ds::isa_available(ds::Isa::kAvx512)) CHECK(ds::kernels_for(ds::Isa::kAvx512).relu == ds::ds_f32_relu__avx512);
+  CHECK(ds::kernels_for(ds::Isa::kScalar).add == ds::ds_f32_vadd__scalar);
+}
