@@ -623,3 +623,94 @@ TEST(qu8_dwconv3x3_matches_the_reference_on_random_shapes) {
     CHECK(cases > 0);
   }
 }
+
+TEST(qu8_elementwise_kernels_match_the_reference) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(12);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const Level& lv : levels) {
+    for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 100, 1000}) {
+      // quantize: ties, saturation, NaN and infinities among random values
+      if (lv.k->quantize) {
+        const float scale = rng.uniform(0, 1) < 0.3f ? 0.5f : rng.uniform(0.001f, 2.0f);
+        const int32_t zp = int32_t(rng.uniform(0, 255));
+        std::vector<float> x(static_cast<size_t>(n));
+        const float specials[] = {0.25f, 0.75f, -0.25f, 1.25f, 127.5f, -127.5f, 1e9f, -1e9f, nan, inf, -inf, -0.0f};
+        for (auto& v : x) v = rng.uniform(0, 1) < 0.2f ? specials[int(rng.uniform(0, 11.99f))] : rng.uniform(-300, 300);
+        std::vector<uint8_t> want(x.size()), got(x.size());
+        ds::ds_qu8_quantize__scalar(n, scale, zp, x.data(), want.data());
+        lv.k->quantize(n, scale, zp, x.data(), got.data());
+        CHECK_MSG(got == want, std::string(lv.name) + " quantize differs at n=" + std::to_string(n));
+      }
+      std::vector<uint8_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+      const bool extreme = rng.uniform(0, 1) < 0.3f;
+      for (auto& v : a) v = extreme ? (rng.uniform(0, 1) < 0.5f ? 0 : 255) : uint8_t(rng.uniform(0, 255));
+      for (auto& v : b) v = extreme ? (rng.uniform(0, 1) < 0.5f ? 0 : 255) : uint8_t(rng.uniform(0, 255));
+      const float scale = rng.uniform(0.001f, 2.0f);
+      const int32_t zp = int32_t(rng.uniform(0, 255));
+      if (lv.k->dequantize) {
+        std::vector<float> want(a.size()), got(a.size());
+        ds::ds_qu8_dequantize__scalar(n, scale, zp, a.data(), want.data());
+        lv.k->dequantize(n, scale, zp, a.data(), got.data());
+        CHECK_MSG(got == want, std::string(lv.name) + " dequantize differs at n=" + std::to_string(n));
+      }
+      if (lv.k->vadd) {
+        for (int rep = 0; rep < 8; ++rep) {
+          ds::QAddParams q;
+          q.a_zp = int32_t(rng.uniform(0, 255)), q.b_zp = int32_t(rng.uniform(0, 255));
+          q.a_mult = rng.uniform(0, 1) < 0.2f ? (int64_t(1) << 31) - 1 : int64_t(rng.uniform(0, 2147483520.0f));
+          q.b_mult = rng.uniform(0, 1) < 0.2f ? (int64_t(1) << 31) - 1 : int64_t(rng.uniform(0, 2147483520.0f));
+          static const int32_t shifts[] = {-30, -5, -1, 0, 1, 2, 12, 30};
+          q.shift = shifts[rep];
+          q.out = {int32_t(rng.uniform(0, 255)), 0, 255};
+          if (rng.uniform(0, 1) < 0.5f) q.out.act_min = q.out.y_zp, q.out.act_max = int32_t(rng.uniform(float(q.out.y_zp), 255));
+          ds::BinaryParams bp{};
+          bp.rank = 1, bp.dims[0] = n, bp.a_strides[0] = 1, bp.b_strides[0] = 1;
+          std::vector<uint8_t> want(a.size()), got(a.size());
+          ds::ds_qu8_vadd__scalar(bp, q, a.data(), b.data(), want.data());
+          lv.k->vadd(n, q, a.data(), b.data(), got.data());
+          CHECK_MSG(got == want, std::string(lv.name) + " qadd differs at n=" + std::to_string(n) + " shift=" +
+                                     std::to_string(q.shift));
+        }
+      }
+    }
+  }
+}
+
+TEST(u8_maxpool2d_matches_a_plain_loop) {
+  tiny::Rng rng(13);
+  for (int rep = 0; rep < 300; ++rep) {
+    ds::Pool2dParams p{};
+    p.n = 1, p.c = 1 + int64_t(rng.uniform(0, 2.99f));
+    p.h = 1 + int64_t(rng.uniform(0, 12.99f)), p.w = 1 + int64_t(rng.uniform(0, 40.99f));
+    p.kh = 1 + int64_t(rng.uniform(0, 3.99f)), p.kw = 1 + int64_t(rng.uniform(0, 3.99f));
+    p.stride_h = 1 + int64_t(rng.uniform(0, 2.99f)), p.stride_w = 1 + int64_t(rng.uniform(0, 2.99f));
+    p.dil_h = 1 + int64_t(rng.uniform(0, 1.99f)), p.dil_w = 1 + int64_t(rng.uniform(0, 1.99f));
+    // Padding below the window so that every window holds an input element.
+    p.pad_top = int64_t(rng.uniform(0, float(p.kh) - 0.01f)), p.pad_left = int64_t(rng.uniform(0, float(p.kw) - 0.01f));
+    p.pad_bottom = p.pad_top, p.pad_right = p.pad_left;
+    p.oh = (p.h + 2 * p.pad_top - p.dil_h * (p.kh - 1) - 1) / p.stride_h + 1;
+    p.ow = (p.w + 2 * p.pad_left - p.dil_w * (p.kw - 1) - 1) / p.stride_w + 1;
+    if (p.oh < 1 || p.ow < 1 || p.pad_top * 1 >= (p.kh - 1) * p.dil_h + 1 || p.pad_left >= (p.kw - 1) * p.dil_w + 1) continue;
+    std::vector<uint8_t> x(size_t(p.c * p.h * p.w));
+    for (auto& v : x) v = uint8_t(rng.uniform(1, 255));
+    std::vector<uint8_t> want(size_t(p.c * p.oh * p.ow)), got(want.size(), 0xCD);
+    for (int64_t c = 0; c < p.c; ++c)
+      for (int64_t oy = 0; oy < p.oh; ++oy)
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          uint8_t m = 0;
+          for (int64_t ky = 0; ky < p.kh; ++ky)
+            for (int64_t kx = 0; kx < p.kw; ++kx) {
+              const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h, ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
+              if (iy >= 0 && iy < p.h && ix >= 0 && ix < p.w) m = std::max(m, x[size_t((c * p.h + iy) * p.w + ix)]);
+            }
+          want[size_t((c * p.oh + oy) * p.ow + ox)] = m;
+        }
+    ds::ds_u8_maxpool2d__scalar(p, x.data(), got.data());
+    if (got != want) {
+      harness::record_failure(__FILE__, __LINE__, "u8 maxpool differs at h=" + std::to_string(p.h) + " w=" + std::to_string(p.w));
+      return;
+    }
+  }
+}

@@ -134,12 +134,23 @@ void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& p, const uint8_t* x, cons
 using QDenseKernel = void (*)(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1,
                               const QChannelParams& ch, const QuantOut& q, uint8_t* y);
 
+// Elementwise kernels on n contiguous elements (qadd: a and b of the output's shape).
+using QAddKernel = void (*)(int64_t n, const QAddParams& q, const uint8_t* a, const uint8_t* b, uint8_t* y);
+using QuantizeKernel = void (*)(int64_t n, float scale, int32_t zp, const float* x, uint8_t* y);
+using DequantizeKernel = void (*)(int64_t n, float scale, int32_t zp, const uint8_t* x, float* y);
+void ds_qu8_vadd__avx512(int64_t n, const QAddParams& q, const uint8_t* a, const uint8_t* b, uint8_t* y);
+void ds_qu8_quantize__avx512(int64_t n, float scale, int32_t zp, const float* x, uint8_t* y);
+void ds_qu8_dequantize__avx512(int64_t n, float scale, int32_t zp, const uint8_t* x, float* y);
+
 // The int8 part of one ISA level's kernel table.
 struct QKernels {
   const char* isa;
   const QGemmKernels* gemm;  // null: qconv2d runs ds_qu8_conv2d__scalar
   QDwConvKernel dwconv;      // null likewise
   QDenseKernel dense;        // null: qdense runs ds_qu8_dense__scalar
+  QAddKernel vadd = nullptr;  // null: the scalar kernels
+  QuantizeKernel quantize = nullptr;
+  DequantizeKernel dequantize = nullptr;
 };
 
 extern const QKernels ds_qkernels__scalar;

@@ -15,7 +15,11 @@ uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const st
   return kDtypeF32;
 }
 
-void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable&) {
+void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable& kt) {
+  if (kt.q && kt.q->dequantize) {
+    kt.q->dequantize(product(os), p.scale, p.zp, in[0].as<uint8_t>(), out);
+    return;
+  }
   ds_qu8_dequantize__scalar(product(os), p.scale, p.zp, in[0].as<uint8_t>(), out);
 }
 

@@ -15,7 +15,11 @@ uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const st
   return kDtypeU8;
 }
 
-void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable&) {
+void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable& kt) {
+  if (kt.q && kt.q->quantize) {
+    kt.q->quantize(product(os), p.scale, p.zp, in[0].data, reinterpret_cast<uint8_t*>(out));
+    return;
+  }
   ds_qu8_quantize__scalar(product(os), p.scale, p.zp, in[0].data, reinterpret_cast<uint8_t*>(out));
 }
 

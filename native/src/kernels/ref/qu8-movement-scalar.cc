@@ -9,22 +9,24 @@
 namespace ds {
 
 void ds_u8_maxpool2d__scalar(const Pool2dParams& p, const uint8_t* x, uint8_t* y) {
+  const int64_t s = p.stride_w;
   for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
     const uint8_t* xp = x + plane * p.h * p.w;
     uint8_t* yp = y + plane * p.oh * p.ow;
     for (int64_t oy = 0; oy < p.oh; ++oy) {
-      for (int64_t ox = 0; ox < p.ow; ++ox) {
-        uint8_t m = 0;  // every window holds an input element (the op's checks)
-        for (int64_t ky = 0; ky < p.kh; ++ky) {
-          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
-          if (iy < 0 || iy >= p.h) continue;
-          for (int64_t kx = 0; kx < p.kw; ++kx) {
-            const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
-            if (ix < 0 || ix >= p.w) continue;
-            m = std::max(m, xp[iy * p.w + ix]);
-          }
+      uint8_t* yr = yp + oy * p.ow;
+      std::memset(yr, 0, size_t(p.ow));  // every window holds an input element (the op's checks)
+      for (int64_t ky = 0; ky < p.kh; ++ky) {
+        const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+        if (iy < 0 || iy >= p.h) continue;
+        const uint8_t* xr = xp + iy * p.w;
+        for (int64_t kx = 0; kx < p.kw; ++kx) {
+          // Output columns [lo, hi) read tap kx inside the row; the others skip it.
+          const int64_t base = kx * p.dil_w - p.pad_left;  // ix = ox * s + base
+          const int64_t lo = std::min(p.ow, base >= 0 ? 0 : (-base + s - 1) / s);
+          const int64_t hi = std::max(lo, std::min(p.ow, p.w - base <= 0 ? 0 : (p.w - base + s - 1) / s));
+          for (int64_t ox = lo; ox < hi; ++ox) yr[ox] = std::max(yr[ox], xr[ox * s + base]);
         }
-        yp[oy * p.ow + ox] = m;
       }
     }
   }

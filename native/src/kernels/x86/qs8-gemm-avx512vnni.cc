@@ -146,6 +146,8 @@ namespace ds {
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
-                                                 ds_qu8_dwconv3x3__avx512vnni, dense};
+                                                 ds_qu8_dwconv3x3__avx512vnni, dense,
+                                                 ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
+                                                 ds_qu8_dequantize__avx512};
 
 }  // namespace ds
