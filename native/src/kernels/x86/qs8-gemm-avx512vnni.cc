@@ -82,40 +82,49 @@ void requant_row(const int32_t* acc, int64_t n, int32_t bias, int32_t mult, int3
   }
 }
 
+// Four packed weights as one int32 to broadcast (the packed buffer is bytes).
+typedef int32_t __attribute__((may_alias, aligned(1))) packed_i32;
+
 void gemm(const QGemmParams& p) {
   const int64_t g_count = groups(p.k);
   const int8_t* wbase = static_cast<const int8_t*>(p.w);
   const uint8_t* xbase = static_cast<const uint8_t*>(p.x);
-  for (int64_t i0 = 0; i0 < p.m; i0 += kMr) {
-    const int8_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
-    const int64_t rows = p.m - i0 < kMr ? p.m - i0 : kMr;
-    for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
-      const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
-      // Accumulators start at the bias (rows past m: 0).
+  // Pixels outside, channels inside: a panel of packed activations (k * 32 bytes) stays in L1
+  // while every row tile of weights passes over it.
+  for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
+    const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
+    const int64_t cols = p.n - j0 < kNr ? p.n - j0 : kNr;
+    for (int64_t i0 = 0; i0 < p.m; i0 += kMr) {
+      const int8_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
+      const int64_t rows = p.m - i0 < kMr ? p.m - i0 : kMr;
+      // Accumulators start at the bias (rows past m: 0). Every index is a constant after
+      // unrolling, so they stay in registers.
       __m512i acc[kMr][2];
+#pragma GCC unroll 8
       for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_set1_epi32(r < rows ? p.ch.bias[i0 + r] : 0);
       for (int64_t g = 0; g < g_count; ++g) {
         const __m512i x0 = _mm512_loadu_si512(xp + g * kNr * kKr);
         const __m512i x1 = _mm512_loadu_si512(xp + g * kNr * kKr + 64);
-        const int8_t* wg = wp + g * kMr * kKr;
+        const packed_i32* wg = reinterpret_cast<const packed_i32*>(wp + g * kMr * kKr);
+#pragma GCC unroll 8
         for (int r = 0; r < kMr; ++r) {
-          int32_t wq;
-          std::memcpy(&wq, wg + r * kKr, 4);
-          const __m512i wb = _mm512_set1_epi32(wq);
+          const __m512i wb = _mm512_set1_epi32(wg[r]);
           acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x0, wb);
           acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x1, wb);
         }
       }
-      const int64_t cols = p.n - j0 < kNr ? p.n - j0 : kNr;
+      alignas(64) int32_t out[kMr][kNr];
+#pragma GCC unroll 8
+      for (int r = 0; r < kMr; ++r) {
+        _mm512_store_si512(out[r], acc[r][0]);
+        _mm512_store_si512(out[r] + 16, acc[r][1]);
+      }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
         const Requant16 requant(p.ch.multiplier[i], p.ch.shift[i], p.out);
         uint8_t* yr = p.y + i * p.y_row_stride + j0;
-        for (int h = 0; h < 2; ++h) {
-          const int64_t c = cols - h * 16;
-          if (c <= 0) break;
-          _mm_mask_storeu_epi8(yr + h * 16, qu8_mask16(c), requant(acc[r][h]));
-        }
+        _mm_mask_storeu_epi8(yr, qu8_mask16(cols), requant(_mm512_load_si512(out[r])));
+        if (cols > 16) _mm_mask_storeu_epi8(yr + 16, qu8_mask16(cols - 16), requant(_mm512_load_si512(out[r] + 16)));
       }
     }
   }
