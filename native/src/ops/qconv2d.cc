@@ -104,10 +104,11 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       g.pack_w(og, k, w + gi * og * k, s->packed_w.data() + gi * s->group_bytes);
     s->direct = kh == 1 && kw == 1 && p.strides[0] == 1 && p.strides[1] == 1 && p.pads[0] == 0 && p.pads[1] == 0 &&
                 p.pads[2] == 0 && p.pads[3] == 0;
-    // A block of pixels whose packed activations stay in the L2 cache (about 128 KiB).
+    // A block of pixels whose packed activations stay in the L2 cache (about 384 KiB): with
+    // few pixels (deep layers) one block holds them all, so the weights pass once.
     const int64_t pixels = oh * ow, nr = g.nr;
     const int64_t round_up = (pixels + nr - 1) / nr * nr;
-    int64_t chunk = std::max<int64_t>(nr, (128 * 1024 / (k * g.elem_bytes)) / nr * nr);
+    int64_t chunk = std::max<int64_t>(nr, (384 * 1024 / (k * g.elem_bytes)) / nr * nr);
     chunk = std::min(chunk, round_up);
     s->chunk = chunk;
     s->ws_bytes = (s->direct ? 0 : (k * chunk + 63) / 64 * 64) + (g.packed_x_bytes(k, chunk) + 63) / 64 * 64;

@@ -9,6 +9,7 @@
 //     ds_qu8_dwconv__avx512vnni (kernels/x86/qu8-dwconv-impl.h) share that epilogue.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/qu8.h"
@@ -89,12 +90,15 @@ void gemm(const QGemmParams& p) {
   const int64_t g_count = groups(p.k);
   const int8_t* wbase = static_cast<const int8_t*>(p.w);
   const uint8_t* xbase = static_cast<const uint8_t*>(p.x);
-  // Pixels outside, channels inside: a panel of packed activations (k * 32 bytes) stays in L1
-  // while every row tile of weights passes over it.
+  // Blocks of rows whose packed weights stay in L2 (about 256 KiB); in a block, pixels outside
+  // and channels inside: a panel of packed activations (k * 32 bytes) stays in L1 while every row
+  // tile of the block passes over it.
+  const int64_t block = std::max<int64_t>(1, (256 * 1024) / (kMr * g_count * kKr)) * kMr;
+  for (int64_t b0 = 0; b0 < p.m; b0 += block)
   for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
     const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
     const int64_t cols = p.n - j0 < kNr ? p.n - j0 : kNr;
-    for (int64_t i0 = 0; i0 < p.m; i0 += kMr) {
+    for (int64_t i0 = b0; i0 < std::min(p.m, b0 + block); i0 += kMr) {
       const int8_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
       const int64_t rows = p.m - i0 < kMr ? p.m - i0 : kMr;
       // Accumulators start at the bias (rows past m: 0). Every index is a constant after
