@@ -716,3 +716,40 @@ TEST(u8_maxpool2d_matches_a_plain_loop) {
     }
   }
 }
+
+TEST(u8_im2col_kernels_match_the_scalar_one) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(14);
+  for (const Level& lv : levels) {
+    if (!lv.k->gemm->im2col) continue;
+    for (int rep = 0; rep < 400; ++rep) {
+      ds::Conv2dParams c{};
+      c.n = 1, c.c = 1 + int64_t(rng.uniform(0, 2.99f));
+      c.h = 1 + int64_t(rng.uniform(0, 9.99f)), c.w = 1 + int64_t(rng.uniform(0, 150.99f));
+      c.kh = 1 + int64_t(rng.uniform(0, 6.99f)), c.kw = 1 + int64_t(rng.uniform(0, 6.99f));
+      c.stride_h = 1 + int64_t(rng.uniform(0, 2.99f)), c.stride_w = 1 + int64_t(rng.uniform(0, 2.99f));
+      c.dil_h = 1 + int64_t(rng.uniform(0, 1.99f)), c.dil_w = 1 + int64_t(rng.uniform(0, 1.99f));
+      c.pad_top = int64_t(rng.uniform(0, 3.99f)), c.pad_left = int64_t(rng.uniform(0, 3.99f));
+      c.oh = (c.h + 2 * c.pad_top - c.dil_h * (c.kh - 1) - 1) / c.stride_h + 1;
+      c.ow = (c.w + 2 * c.pad_left - c.dil_w * (c.kw - 1) - 1) / c.stride_w + 1;
+      if (c.oh < 1 || c.ow < 1) continue;
+      c.o = 1, c.group = 1;
+      std::vector<uint8_t> x(size_t(c.c * c.h * c.w));
+      for (auto& v : x) v = uint8_t(rng.uniform(0, 255));
+      const int32_t zp = int32_t(rng.uniform(0, 255));
+      const int64_t pixels = c.oh * c.ow;
+      const int64_t p0 = int64_t(rng.uniform(0, float(pixels) - 0.01f));
+      const int64_t p1 = p0 + 1 + int64_t(rng.uniform(0, float(pixels - p0) - 0.01f));
+      const size_t bytes = size_t(c.c * c.kh * c.kw * (p1 - p0));
+      std::vector<uint8_t> want(bytes + 64, 0xCD), got(bytes + 64, 0xCD);
+      ds::ds_u8_im2col__scalar(c, c.c, zp, x.data(), p0, p1, want.data());
+      lv.k->gemm->im2col(c, c.c, zp, x.data(), p0, p1, got.data());
+      if (got != want) {
+        harness::record_failure(__FILE__, __LINE__, std::string(lv.name) + " im2col differs at w=" + std::to_string(c.w) +
+                                                        " k=" + std::to_string(c.kw) + " stride=" + std::to_string(c.stride_w));
+        return;
+      }
+    }
+  }
+}

@@ -109,6 +109,9 @@ struct QGemmKernels {
   // x (k, n) with row stride -> dst (packed_x_bytes)
   void (*pack_x)(int64_t k, int64_t n, const uint8_t* x, int64_t row_stride, void* dst);
   void (*gemm)(const QGemmParams& p);
+  // ds_u8_im2col__scalar's contract; null: that kernel.
+  void (*im2col)(const Conv2dParams& p, int64_t channels, int32_t x_zp, const uint8_t* x, int64_t p0, int64_t p1,
+                 uint8_t* dst) = nullptr;
 };
 
 // Depthwise convolution (group == C == O, one input channel per output), any window, per ISA.

@@ -186,7 +186,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
         const uint8_t* src = xg + p0;
         int64_t stride = in_plane;
         if (!s.direct) {
-          ds_u8_im2col__scalar(c, cg, q.x_zp, xg, p0, p1, tws);
+          (g.im2col ? g.im2col : ds_u8_im2col__scalar)(c, cg, q.x_zp, xg, p0, p1, tws);
           src = tws;
           stride = p1 - p0;
         }

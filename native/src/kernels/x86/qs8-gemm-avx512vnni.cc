@@ -83,6 +83,64 @@ void requant_row(const int32_t* acc, int64_t n, int32_t bias, int32_t mult, int3
   }
 }
 
+// ds_u8_im2col__scalar with vector copies: runs inside the row as masked 64-byte moves (stride
+// 1) or the even bytes of 64-byte loads (vpmovwb, stride 2); padding as masked stores of x_zp.
+void im2col(const Conv2dParams& p, int64_t channels, int32_t x_zp, const uint8_t* x, int64_t p0, int64_t p1,
+            uint8_t* dst) {
+  const int64_t cols = p1 - p0;
+  const __m512i zp = _mm512_set1_epi8(char(x_zp));
+  auto fill = [&](uint8_t* out, int64_t n) {
+    for (int64_t t = 0; t < n; t += 64) {
+      const __mmask64 m = n - t >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - t)) - 1;
+      _mm512_mask_storeu_epi8(out + t, m, zp);
+    }
+  };
+  for (int64_t c = 0; c < channels; ++c) {
+    const uint8_t* xc = x + c * p.h * p.w;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        uint8_t* row = dst + ((c * p.kh + ky) * p.kw + kx) * cols;
+        for (int64_t j = 0; j < cols;) {
+          const int64_t oy = (p0 + j) / p.ow, ox0 = (p0 + j) % p.ow;
+          const int64_t len = std::min(cols - j, p.ow - ox0);
+          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+          uint8_t* out = row + j;
+          j += len;
+          if (iy < 0 || iy >= p.h) {
+            fill(out, len);
+            continue;
+          }
+          const int64_t s = p.stride_w, base = kx * p.dil_w - p.pad_left;  // ix = ox * s + base
+          const int64_t ox_lo = base >= 0 ? 0 : (-base + s - 1) / s;
+          const int64_t ox_hi = p.w - base <= 0 ? 0 : (p.w - base + s - 1) / s;
+          const int64_t t0 = std::min(len, std::max<int64_t>(0, ox_lo - ox0));
+          const int64_t t1 = std::max(t0, std::min(len, ox_hi - ox0));
+          fill(out, t0);
+          fill(out + t1, len - t1);
+          const uint8_t* src = xc + iy * p.w + (ox0 + t0) * s + base;
+          const int64_t n = t1 - t0;
+          if (s == 1) {
+            for (int64_t t = 0; t < n; t += 64) {
+              const __mmask64 m = n - t >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - t)) - 1;
+              _mm512_mask_storeu_epi8(out + t0 + t, m, _mm512_maskz_loadu_epi8(m, src + t));
+            }
+          } else if (s == 2) {
+            for (int64_t t = 0; t < n; t += 32) {
+              const int64_t cnt = std::min<int64_t>(32, n - t);
+              // Bytes 0 .. 2 * cnt - 2 are in the row; the last odd byte may not be.
+              const __mmask64 m = (cnt == 32 ? ~__mmask64(0) >> 1 : (__mmask64(1) << (2 * cnt - 1)) - 1);
+              const __m256i even = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(m, src + 2 * t));
+              _mm256_mask_storeu_epi8(out + t0 + t, __mmask32(cnt == 32 ? ~0u : (1u << cnt) - 1), even);
+            }
+          } else {
+            for (int64_t t = 0; t < n; ++t) out[t0 + t] = src[t * s];
+          }
+        }
+      }
+    }
+  }
+}
+
 // Four packed weights as one int32 to broadcast (the packed buffer is bytes).
 typedef int32_t __attribute__((may_alias, aligned(1))) packed_i32;
 
@@ -157,7 +215,8 @@ void dense(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1,
 namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
-    "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm};
+    "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm,
+    im2col};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
