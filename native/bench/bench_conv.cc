@@ -1,10 +1,24 @@
 // Times the scalar reference conv2d and dense kernels on typical small-CNN shapes and prints
-// GFLOP/s (2 flops per multiply-add). Inputs are random; the results are not checked here.
+// GFLOP/s (2 flops per multiply-add), then the prepared conv2d op on the 3x3 stride-1 layers of
+// ResNet-18 and SqueezeNet 1.1 with Winograd F(4x4, 3x3) against the GEMM paths (DS_CONV_WINOGRAD),
+// at 1 and 2 threads. Inputs are random; the results are not checked here.
+//
+//   bench_conv [winograd]    (only the Winograd comparison)
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <vector>
 
+#include "core/dispatch.h"
+#include "core/thread_pool.h"
 #include "kernels/kernels.h"
+#include "ops/op.h"
+
+namespace ds {
+extern const OpDef kConv2dOp;
+}
 
 namespace {
 
@@ -56,9 +70,62 @@ void bench_dense(const char* label, int64_t n, int64_t k, int64_t m) {
   std::printf("%-36s %9.3f ms  %6.2f GFLOP/s\n", label, secs * 1e3, 2.0 * double(n * k * m) / secs * 1e-9);
 }
 
+// The prepared conv2d op (3x3, stride 1, pad 1, bias, relu) as the session runs it; ms per call.
+double time_conv_op(int64_t c, int64_t hw, int64_t o, bool winograd, ds::ThreadPool* pool) {
+  setenv("DS_CONV_WINOGRAD", winograd ? "1" : "0", 1);
+  const ds::KernelTable& k = ds::select_kernels();
+  ds::OpParams p;
+  p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = 1;
+  p.act.kind = ds::kActRelu;
+  const ds::Shape xs = {1, c, hw, hw}, ws = {o, c, 3, 3}, bs = {o}, os = {1, o, hw, hw};
+  const std::vector<float> x = random_vec(size_t(c * hw * hw), 1), w = random_vec(size_t(o * c * 9), 2),
+                           b = random_vec(size_t(o), 3);
+  const std::vector<ds::ValueInfo> info = {{ds::kDtypeF32, &xs, nullptr}, {ds::kDtypeF32, &ws, w.data()},
+                                           {ds::kDtypeF32, &bs, b.data()}};
+  const int threads = pool ? pool->size() : 1;
+  std::shared_ptr<const void> state = ds::kConv2dOp.prepare(p, info, k, threads);
+  unsetenv("DS_CONV_WINOGRAD");
+  const std::vector<const ds::Shape*> in_shapes = {&xs, &ws, &bs};
+  std::vector<float> workspace(size_t(ds::kConv2dOp.workspace_floats(p, state.get(), in_shapes, os, threads) + 16));
+  float* ws_aligned = workspace.data() + (16 - (reinterpret_cast<uintptr_t>(workspace.data()) / 4) % 16) % 16;
+  const std::vector<ds::OpInput> in = {{x.data(), &xs}, {w.data(), &ws}, {b.data(), &bs}};
+  std::vector<float> y(size_t(o * hw * hw));
+  const ds::RunContext ctx{state.get(), pool, ws_aligned};
+  return time_per_call([&] { ds::kConv2dOp.run_prepared(p, ctx, in, y.data(), os, k); }) * 1e3;
+}
+
+void bench_winograd() {
+  struct Layer {
+    const char* name;
+    int64_t c, hw, o;
+  };
+  const Layer layers[] = {
+      {"resnet18 stage0 64x56x56 -> 64", 64, 56, 64},     {"resnet18 stage1 128x28x28 -> 128", 128, 28, 128},
+      {"resnet18 stage2 256x14x14 -> 256", 256, 14, 256}, {"resnet18 stage3 512x7x7 -> 512", 512, 7, 512},
+      {"squeezenet fire2 16x55x55 -> 64", 16, 55, 64},    {"squeezenet fire4 32x27x27 -> 128", 32, 27, 128},
+      {"squeezenet fire6 48x13x13 -> 192", 48, 13, 192},  {"squeezenet fire8 64x13x13 -> 256", 64, 13, 256},
+      {"vgg-like 64x112x112 -> 64", 64, 112, 64},         {"small 16x14x14 -> 16", 16, 14, 16},
+      {"small 32x7x7 -> 32", 32, 7, 32},
+  };
+  ds::ThreadPool pool2(2);
+  std::printf("\nconv2d op 3x3 s1 p1 (%s): GEMM path vs Winograd F(4,3), ms per call (best of 3 rounds)\n",
+              ds::select_kernels().isa);
+  std::printf("%-36s %9s %9s %6s   %9s %9s %6s\n", "layer", "gemm 1t", "wino 1t", "ratio", "gemm 2t", "wino 2t",
+              "ratio");
+  for (const Layer& l : layers) {
+    const double g1 = time_conv_op(l.c, l.hw, l.o, false, nullptr), w1 = time_conv_op(l.c, l.hw, l.o, true, nullptr);
+    const double g2 = time_conv_op(l.c, l.hw, l.o, false, &pool2), w2 = time_conv_op(l.c, l.hw, l.o, true, &pool2);
+    std::printf("%-36s %9.3f %9.3f %6.2f   %9.3f %9.3f %6.2f\n", l.name, g1, w1, g1 / w1, g2, w2, g2 / w2);
+  }
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "winograd") == 0) {
+    bench_winograd();
+    return 0;
+  }
   std::printf("scalar reference kernels, 1 thread\n");
   bench_conv("conv 1->6 28x28 k5 (LeNet-5 conv1)", 1, 28, 6, 5, 1, 1);
   bench_conv("conv 6->16 14x14 k5 (LeNet-5 conv2)", 6, 14, 16, 5, 1, 1);
@@ -67,5 +134,6 @@ int main() {
   bench_conv("conv 128->128 14x14 k1", 128, 14, 128, 1, 1, 1);
   bench_dense("dense 1x784 -> 300 (LeNet-300)", 1, 784, 300);
   bench_dense("dense 32x784 -> 300", 32, 784, 300);
+  bench_winograd();
   return 0;
 }

@@ -7,7 +7,8 @@ set(DEEPSLIM_SIMD_SOURCES
   src/core/thread_pool.cc
   src/kernels/ref/f32-gemm-pack.cc
   src/kernels/ref/f32-gemm-scalar.cc
-  src/kernels/ref/f32-dwconv3x3-scalar.cc)
+  src/kernels/ref/f32-dwconv3x3-scalar.cc
+  src/kernels/ref/f32-winograd-scalar.cc)
 
 set(DEEPSLIM_X86_AVX2_SOURCES
   src/kernels/x86/f32-gemm-6x16-avx2.cc
@@ -15,6 +16,7 @@ set(DEEPSLIM_X86_AVX2_SOURCES
   src/kernels/x86/f32-vbinary-avx2.cc
   src/kernels/x86/f32-activation-avx2.cc
   src/kernels/x86/f32-dwconv3x3-avx2.cc
+  src/kernels/x86/f32-winograd-avx2.cc
   src/kernels/x86/qs8-gemm-avx2.cc)
 set(DEEPSLIM_X86_AVX512VNNI_SOURCES
   src/kernels/x86/qs8-gemm-avx512vnni.cc)
@@ -23,6 +25,7 @@ set(DEEPSLIM_X86_AVX512_SOURCES
   src/kernels/x86/f32-vbinary-avx512.cc
   src/kernels/x86/f32-activation-avx512.cc
   src/kernels/x86/f32-dwconv3x3-avx512.cc
+  src/kernels/x86/f32-winograd-avx512.cc
   src/kernels/x86/f32-maxpool2d-avx512.cc)
 
 set(DEEPSLIM_X86_KERNELS OFF)

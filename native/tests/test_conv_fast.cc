@@ -104,8 +104,8 @@ void conv_reference(const Conv& p, const std::vector<float>& x, const std::vecto
         }
 }
 
-bool close(float got, double want, double mag) {
-  return std::fabs(double(got) - want) <= tol::kGemm * mag + 4 * 1.2e-7 * std::fabs(want) + 1e-30;
+bool close(float got, double want, double mag, double tolerance = tol::kGemm) {
+  return std::fabs(double(got) - want) <= tolerance * mag + 4 * 1.2e-7 * std::fabs(want) + 1e-30;
 }
 
 dsw::File conv_file(const Conv& p, const std::vector<float>& w, const std::vector<float>& b, bool weight_input) {
@@ -123,7 +123,7 @@ dsw::File conv_file(const Conv& p, const std::vector<float>& w, const std::vecto
 }
 
 // Every ISA level and thread count against the double reference; bitwise equal across threads.
-void check_conv(const Conv& p, tiny::Rng& rng, const std::string& what) {
+void check_conv(const Conv& p, tiny::Rng& rng, const std::string& what, double tolerance = tol::kGemm) {
   const std::vector<float> x = opt::random_vec(rng, size_t(p.n * p.c * p.h * p.w));
   const std::vector<float> w = opt::random_vec(rng, size_t(p.o * (p.c / p.group) * p.kh * p.kw));
   const std::vector<float> b = opt::random_vec(rng, size_t(p.o));
@@ -138,9 +138,14 @@ void check_conv(const Conv& p, tiny::Rng& rng, const std::string& what) {
       REQUIRE_MSG(r.status == DS_OK, what + " " + isa + ": " + r.error);
       REQUIRE_MSG(r.y.size() == want.size(), what);
       size_t bad = 0;
-      for (size_t i = 0; i < want.size(); ++i) bad += !close(r.y[i], want[i], mag[i]);
+      double worst = 0;  // largest error over the magnitude, reported on failure
+      for (size_t i = 0; i < want.size(); ++i) {
+        bad += !close(r.y[i], want[i], mag[i], tolerance);
+        worst = std::max(worst, std::fabs(double(r.y[i]) - want[i]) / (mag[i] + 1e-30));
+      }
       CHECK_MSG(bad == 0, what + " " + isa + " threads " + std::to_string(threads) + ": " + std::to_string(bad) +
-                              " of " + std::to_string(want.size()) + " outside the tolerance");
+                              " of " + std::to_string(want.size()) + " outside the tolerance (worst " +
+                              std::to_string(worst) + " of the magnitude)");
       if (threads == 1) first = r.y;
       else CHECK_MSG(r.y == first, what + " " + isa + ": threads " + std::to_string(threads) + " differ from 1");
     }
@@ -150,6 +155,7 @@ void check_conv(const Conv& p, tiny::Rng& rng, const std::string& what) {
 }  // namespace
 
 TEST(conv2d_paths_match_reference_at_every_level) {
+  setenv("DS_CONV_WINOGRAD", "0", 1);  // the GEMM paths; Winograd has its own test
   tiny::Rng rng(7);
   //            n  c   h   w   o  kh kw sh sw dh dw  g  pads           bias  act
   const Conv cases[] = {
@@ -199,6 +205,40 @@ TEST(conv2d_paths_match_reference_at_every_level) {
     p.act = int(rng.below(8));
     check_conv(p, rng, "random " + std::to_string(r));
   }
+  unsetenv("DS_CONV_WINOGRAD");
+}
+
+// Winograd F(4x4, 3x3) on every eligible shape (DS_CONV_WINOGRAD=1): tile edges (H, W not
+// multiples of 4, fewer than 4), odd C and O, pads 0-2, every activation, tile blocks and row
+// chunks split across threads, batch 2.
+TEST(conv2d_winograd_matches_reference_at_every_level) {
+  setenv("DS_CONV_WINOGRAD", "1", 1);
+  tiny::Rng rng(13);
+  //            n  c   h   w   o  kh kw sh sw dh dw  g  pads           bias  act
+  const Conv cases[] = {
+      {1, 3, 17, 19, 25, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},
+      {1, 1, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},       // one pixel
+      {1, 2, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, 0},      // one output pixel, no pads
+      {2, 5, 9, 6, 7, 3, 3, 1, 1, 1, 1, 1, {2, 0, 1, 2}, true, 3},       // asymmetric pads, batch 2
+      {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},   // several blocks
+      {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 4},    // rows split across threads
+      {1, 33, 57, 56, 17, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, false, 6},  // many tile rows, odd C and O
+      {1, 300, 8, 9, 13, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 7},    // K past kc
+      {1, 16, 30, 70, 24, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 5},   // tile rows longer than the lanes
+  };
+  int i = 0;
+  for (const Conv& p : cases) check_conv(p, rng, "winograd case " + std::to_string(i++), tol::kWinograd);
+  for (int r = 0; r < 20; ++r) {
+    Conv p = {1, 1, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0};
+    p.n = 1 + rng.below(2);
+    p.c = 1 + rng.below(40), p.o = 1 + rng.below(40);
+    for (int k = 0; k < 4; ++k) p.pads[k] = rng.below(3);
+    p.h = 3 + rng.below(30), p.w = 3 + rng.below(30);
+    p.bias = rng.below(2) == 0;
+    p.act = int(rng.below(8));
+    check_conv(p, rng, "winograd random " + std::to_string(r), tol::kWinograd);
+  }
+  unsetenv("DS_CONV_WINOGRAD");
 }
 
 TEST(conv2d_weight_from_an_input_runs_the_reference) {

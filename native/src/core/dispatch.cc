@@ -37,11 +37,21 @@ const KernelTable kScalarTable = {
     ds_f32_global_maxpool__scalar,
 };
 
+// The Winograd transforms of a level, by its name.
+const WinogradKernels* winograd_for(const char* isa) {
+#if defined(DEEPSLIM_X86_KERNELS)
+  if (std::strcmp(isa, "avx512") == 0) return &ds_f32_winograd43_kernels__avx512;
+  if (std::strcmp(isa, "avx2") == 0) return &ds_f32_winograd43_kernels__avx2;
+#endif
+  return &ds_f32_winograd43_kernels__scalar;
+}
+
 KernelTable with_level(const char* isa, const GemmKernels* gemm, DwConv3x3Fn dwconv3x3) {
   KernelTable t = kScalarTable;
   t.isa = isa;
   t.gemm = gemm;
   t.dwconv3x3 = dwconv3x3;
+  t.winograd43 = winograd_for(isa);
   return t;
 }
 

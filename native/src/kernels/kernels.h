@@ -9,6 +9,7 @@
 
 #include "kernels/dwconv3x3.h"
 #include "kernels/gemm.h"
+#include "kernels/winograd.h"
 
 namespace ds {
 
@@ -196,6 +197,7 @@ struct KernelTable {
   // Per-ISA kernels (src/kernels/x86); set by src/core/dispatch.cc for every level.
   const GemmKernels* gemm = nullptr;
   DwConv3x3Fn dwconv3x3 = nullptr;  // one NCHW plane, stride 1 or 2 (kernels/dwconv3x3.h)
+  const WinogradKernels* winograd43 = nullptr;  // F(4x4, 3x3) tile transforms (kernels/winograd.h)
   const struct QKernels* q = nullptr;  // int8 kernels of the level (kernels/qu8.h)
 };
 

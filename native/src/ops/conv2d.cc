@@ -6,12 +6,19 @@
 //   - 1x1, stride 1, no padding: GEMM on the [C/g, H*W] input plane itself (ds::gemm splits it);
 //   - few output pixels per channel (N = OH*OW <= 4 * O/group, from the input's declared H, W):
 //     Y^T = im2col^T . W^T with pixels as GEMM rows, then a transpose into NCHW;
+//   - 3x3, stride 1, dilation 1, group 1 where it pays (winograd_pays): Winograd F(4x4, 3x3), the
+//     filter transformed and packed once, 36 GEMMs per block of tiles between the table's tile
+//     transforms;
 //   - anything else: im2col written straight into packed GEMM panels, one block of output
 //     columns per task, then the GEMM on it with the weight packed once at session creation.
 // Bias and the fused activation run in the GEMM epilogue. Without a constant weight the scalar
 // reference kernel runs.
+//
+// A fourth input, which only the session passes (never a graph), is a residual of the output's
+// shape added before the activation: the session fuses conv2d -> add into one node that way.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/error.h"
@@ -77,11 +84,12 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
 // then transposes Y^T into the NCHW output: with few pixels per channel (deep layers, N <= 4 M)
 // the weight streams once as packed B panels, and the 12x32 tile is filled across channels
 // instead of being cut by a short row (measured 1.1-1.6x faster on ResNet-18's stages 1-3).
-enum class Path { kDepthwise3x3, kGemm1x1, kGemmIm2col, kGemmPixels };
+enum class Path { kDepthwise3x3, kGemm1x1, kGemmIm2col, kGemmPixels, kWinograd };
 
 struct State {
   Path path;
   const GemmKernels* g;
+  const WinogradKernels* wk = nullptr;
   int64_t m, k;               // per group: output channels, C/group * kh * kw
   int64_t group_floats;       // packed weight floats per group
   std::vector<float> storage; // packed weights (GEMM paths), 64-byte aligned at `packed`
@@ -176,6 +184,99 @@ void im2col_pack(const Conv2dParams& c, const float* x, int64_t cg, int64_t j0, 
   }
 }
 
+// ---- Winograd F(4x4, 3x3) ----
+//
+// Per image: the input is copied once into a zero-padded buffer of whole 6x6 windows (Hp x Wp per
+// channel, so the tile transform needs no bounds checks), then per task one block of nb tiles
+// (whole nr-wide panels): the input transform writes V[xi] [C x nb] as packed B panels, 36 GEMMs
+// M[xi] [O x nb] = U[xi] . V[xi] run with the transformed filter U[xi] packed as A, and the output
+// transform writes act(A^T M A + bias + residual) into the NCHW output.
+constexpr int kTiles = 36;
+
+struct WinogradGeometry {
+  int64_t th, tw, tiles;      // tile rows, tiles per row, tiles per image
+  int64_t hp, wp;             // padded plane
+  int64_t pad_floats;         // the padded input, with the reading slack of the input transform
+  int64_t block_panels, blocks, nb;
+  int64_t chunk_rows, chunks;
+  int64_t v_floats, m_floats;  // per thread: V of one block (36 x C x nb), M (36 x O x nb + slack)
+  int64_t thread_floats;
+};
+
+// Floats of V (the transformed input of one block) kept near L2: the block's V and M stay in the
+// 2 MB L2 while the 36 transformed filters stream through.
+constexpr int64_t kWinogradBlockFloats = 128 * 1024;
+
+WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& wk, int64_t c, int64_t o,
+                                   int64_t oh, int64_t ow, int threads) {
+  WinogradGeometry q;
+  q.th = ceil_div(oh, 4), q.tw = ceil_div(ow, 4), q.tiles = q.th * q.tw;
+  q.hp = 4 * q.th + 2, q.wp = 4 * q.tw + 2;
+  q.pad_floats = round16(c * q.hp * q.wp + 4 * int64_t(wk.lanes) + 8);
+  const int64_t panels = ceil_div(q.tiles, g.nr), m_tiles = ceil_div(o, g.mr);
+  const int64_t cap = std::max<int64_t>(1, kWinogradBlockFloats / (kTiles * c * g.nr));
+  int64_t blocks = ceil_div(panels, cap), chunks = 1;
+  if (threads > 1) {
+    if (panels < threads && m_tiles >= threads) chunks = threads;
+    else blocks = std::min(panels, ceil_div(blocks, threads) * threads);
+  }
+  q.block_panels = ceil_div(panels, blocks);
+  q.blocks = ceil_div(panels, q.block_panels);
+  q.nb = q.block_panels * g.nr;
+  q.chunk_rows = ceil_div(m_tiles, chunks) * g.mr;
+  q.chunks = ceil_div(o, q.chunk_rows);
+  q.v_floats = round16(kTiles * c * q.nb);
+  q.m_floats = round16(kTiles * o * q.nb + wk.lanes);
+  q.thread_floats = round16(g.workspace_floats) + q.v_floats + q.m_floats;
+  return q;
+}
+
+// Winograd where it pays, by measurement (docs/kernels.md, "conv2d"); DS_CONV_WINOGRAD=0 turns it
+// off and =1 takes it for every eligible layer (tests, benchmarks).
+bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow) {
+  const char* force = std::getenv("DS_CONV_WINOGRAD");
+  if (force && *force) return force[0] == '1';
+  const int64_t tiles = ceil_div(oh, 4) * ceil_div(ow, 4);
+  // The transforms cost ~C and ~O per tile against C*O in the GEMMs: both must be wide. The
+  // transformed filters are 4x the weight and stream once per block: 36*C*O floats must stay well
+  // inside the L3 (stage 3 of ResNet-18, 512 x 512, is 6x slower).
+  return c >= 64 && o >= 64 && c * o <= 256 * 256 && (tiles >= 36 || (tiles >= 16 && c >= 128));
+}
+
+// Padded copy of one image: p[ci][yy][xx] = x[ci][yy - pad_top][xx - pad_left], zero outside.
+void winograd_pad(const Conv2dParams& c, const WinogradGeometry& q, const float* x, int64_t c0, int64_t c1,
+                  float* p) {
+  for (int64_t ci = c0; ci < c1; ++ci) {
+    const float* xc = x + ci * c.h * c.w;
+    float* pc = p + ci * q.hp * q.wp;
+    const int64_t x0 = std::min(c.pad_left, q.wp), x1 = std::min(c.pad_left + c.w, q.wp);
+    for (int64_t yy = 0; yy < q.hp; ++yy) {
+      float* row = pc + yy * q.wp;
+      const int64_t iy = yy - c.pad_top;
+      if (iy < 0 || iy >= c.h) {
+        std::memset(row, 0, size_t(q.wp) * sizeof(float));
+        continue;
+      }
+      std::memset(row, 0, size_t(x0) * sizeof(float));
+      std::memcpy(row + x0, xc + iy * c.w, size_t(x1 - x0) * sizeof(float));
+      std::memset(row + x1, 0, size_t(q.wp - x1) * sizeof(float));
+    }
+  }
+}
+
+// Tiles [t, t + len) of one tile row inside the block at t0, cut where a lane group or (with
+// `panel`) a packed panel ends.
+template <typename Fn>
+void winograd_segments(const WinogradGeometry& q, int64_t t0, int64_t t1, int64_t lanes, int64_t panel, const Fn& fn) {
+  for (int64_t t = t0; t < t1;) {
+    const int64_t ty = t / q.tw, tx = t % q.tw;
+    int64_t len = std::min({t1 - t, q.tw - tx, lanes});
+    if (panel > 0) len = std::min(len, panel - (t - t0) % panel);
+    fn(t, ty, tx, len);
+    t += len;
+  }
+}
+
 bool is_depthwise3x3(const OpParams& p, const Shape& w) {
   return w[1] == 1 && w[2] == 3 && w[3] == 3 && p.strides[0] == p.strides[1] &&
          (p.strides[0] == 1 || p.strides[0] == 2) && p.dilations[0] == 1 && p.dilations[1] == 1;
@@ -199,10 +300,30 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   s->path = pointwise ? Path::kGemm1x1 : Path::kGemmIm2col;
   // Output pixels per channel from the input's declared dims (H and W are fixed in the graph).
   const Shape* xd = in[0].dims;
-  if (xd && xd->size() == 4 && (*xd)[2] > 0 && (*xd)[3] > 0 && s->g->nr > 1) {
+  const bool winograd_shape = w[2] == 3 && w[3] == 3 && p.strides[0] == 1 && p.strides[1] == 1 &&
+                              p.dilations[0] == 1 && p.dilations[1] == 1 && p.group == 1 && t.winograd43;
+  if (xd && xd->size() == 4 && (*xd)[2] > 0 && (*xd)[3] > 0) {
     const int64_t oh = window_output_size((*xd)[2], p.pads[0], p.pads[2], w[2], p.strides[0], p.dilations[0], false);
     const int64_t ow = window_output_size((*xd)[3], p.pads[1], p.pads[3], w[3], p.strides[1], p.dilations[1], false);
-    if (oh > 0 && ow > 0 && oh * ow <= 4 * s->m) s->path = Path::kGemmPixels;
+    if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow)) s->path = Path::kWinograd;
+    else if (oh > 0 && ow > 0 && oh * ow <= 4 * s->m && s->g->nr > 1) s->path = Path::kGemmPixels;
+  }
+  if (s->path == Path::kWinograd) {
+    // U[xi] [O x C] from each filter, then packed as A: storage holds 36 packed matrices.
+    s->wk = t.winograd43;
+    const int64_t o = w[0], c = w[1];
+    s->group_floats = round16(gemm_packed_a_size(*s->g, o, c));
+    std::vector<float> u(size_t(kTiles * o * c));
+    const float* wd = static_cast<const float*>(in[1].data);
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t ci = 0; ci < c; ++ci) ds_f32_winograd43_filter(wd + (oc * c + ci) * 9, u.data() + oc * c + ci, o * c);
+    s->storage.resize(size_t(s->group_floats * kTiles + 16));
+    float* base = s->storage.data();
+    base += (16 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 16) % 16;
+    for (int xi = 0; xi < kTiles; ++xi)
+      gemm_pack_a(*s->g, o, c, u.data() + xi * o * c, c, 1, base + xi * s->group_floats);
+    s->packed = base;
+    return s;
   }
   const bool pixels = s->path == Path::kGemmPixels;
   s->group_floats = round16(pixels ? gemm_packed_b_size(*s->g, s->k, s->m) : gemm_packed_a_size(*s->g, s->m, s->k));
@@ -237,6 +358,10 @@ int64_t workspace_floats(const OpParams& p, const void* state, const std::vector
       return round16(gemm_workspace_floats(*s->g, threads)) + round16(gemm_packed_a_size(*s->g, n, s->k)) +
              round16(n * s->m);
     }
+    case Path::kWinograd: {
+      const WinogradGeometry q = winograd_geometry(*s->g, *s->wk, (*in[0])[1], os[1], os[2], os[3], threads);
+      return q.pad_floats + q.thread_floats * threads;
+    }
   }
   return 0;
 }
@@ -262,7 +387,10 @@ void parallel(ThreadPool* pool, int64_t count, int64_t work, const Fn& fn) {
   }
 }
 
-GemmParams group_gemm(const State& s, const Conv2dParams& c, const float* bias, int64_t gi, float* y) {
+// Per image and group: the GEMM of one group with bias, the residual (if any) and the activation
+// in its epilogue. `res` is the image's residual or null.
+GemmParams group_gemm(const State& s, const Conv2dParams& c, const float* bias, const float* res, int64_t gi,
+                      float* y) {
   GemmParams gp;
   gp.m = s.m;
   gp.n = c.oh * c.ow;
@@ -274,31 +402,111 @@ GemmParams group_gemm(const State& s, const Conv2dParams& c, const float* bias, 
     gp.bias = bias + gi * s.m;
     gp.bias_kind = kGemmBiasPerRow;
   }
+  if (res) {
+    gp.residual = res + gi * s.m * gp.n;
+    gp.residual_row_stride = gp.n;
+  }
   gp.act = c.act.kind;
   gp.alpha = c.act.alpha;
   gp.beta = c.act.beta;
   return gp;
 }
 
+// y = act(y + r) over n elements: the residual for the kernels that do not take one.
+void add_residual(float* y, const float* r, int64_t n, const Activation& act) {
+  for (int64_t i = 0; i < n; ++i) y[i] = gemm_activate(act.kind, y[i] + r[i], act.alpha, act.beta);
+}
+
+void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, const float* x, const float* bias,
+                  const float* res, float* out) {
+  const GemmKernels& g = *s.g;
+  const WinogradKernels& wk = *s.wk;
+  const int threads = threads_of(ctx.pool);
+  const WinogradGeometry q = winograd_geometry(g, wk, c.c, c.o, c.oh, c.ow, threads);
+  const int64_t in_image = c.c * c.h * c.w, plane = c.oh * c.ow, out_image = c.o * plane;
+  float* padded = ctx.workspace;
+  for (int64_t b = 0; b < c.n; ++b) {
+    const float* xb = x + b * in_image;
+    float* yb = out + b * out_image;
+    const float* rb = res ? res + b * out_image : nullptr;
+    const int64_t per_task = std::max<int64_t>(1, c.c / (4 * threads));
+    parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(c.c * q.hp * q.wp, kMinParallelFloats),
+             [&](int64_t task, int) {
+               winograd_pad(c, q, xb, task * per_task, std::min(c.c, (task + 1) * per_task), padded);
+             });
+    const int64_t macs = kTiles * c.c * c.o * q.tiles;
+    parallel(ctx.pool, q.blocks * q.chunks, work_or_inline(macs, kMinParallelMacs), [&](int64_t task, int thread) {
+      const int64_t blk = task / q.chunks, chunk = task % q.chunks;
+      float* ws = ctx.workspace + q.pad_floats + thread * q.thread_floats;
+      float* v = ws + round16(g.workspace_floats);
+      float* m = v + q.v_floats;
+      const int64_t t0 = blk * q.nb, t1 = std::min(q.tiles, t0 + q.nb), n = t1 - t0;
+      const int64_t m0 = chunk * q.chunk_rows, m1 = std::min(c.o, m0 + q.chunk_rows);
+      // V[xi] as packed B panels: tile t of the block is column t - t0.
+      for (int64_t ci = 0; ci < c.c; ++ci) {
+        const float* pc = padded + ci * q.hp * q.wp;
+        winograd_segments(q, t0, t1, wk.lanes, g.nr, [&](int64_t t, int64_t ty, int64_t tx, int64_t len) {
+          const int64_t j = t - t0;
+          wk.input(pc + 4 * ty * q.wp + 4 * tx, q.wp, len, v + (j / g.nr) * c.c * g.nr + ci * g.nr + j % g.nr,
+                   c.c * q.nb);
+        });
+      }
+      for (int xi = 0; xi < kTiles; ++xi) {
+        GemmParams gp;
+        gp.m = c.o;
+        gp.n = n;
+        gp.k = c.c;
+        gp.a = {s.packed + xi * s.group_floats, 0, 0, true};
+        gp.b = {v + xi * c.c * q.nb, 0, 0, true};
+        gp.c = m + xi * c.o * q.nb;
+        gp.c_row_stride = q.nb;
+        g.gemm(gemm_slice(gp, g.mr, g.nr, m0, m1, 0, n), ws);
+      }
+      WinogradOutput ep;
+      ep.act = c.act.kind, ep.alpha = c.act.alpha, ep.beta = c.act.beta;
+      for (int64_t oc = m0; oc < m1; ++oc) {
+        ep.bias = bias ? bias[oc] : 0.0f;
+        winograd_segments(q, t0, t1, wk.lanes, 0, [&](int64_t t, int64_t ty, int64_t tx, int64_t len) {
+          const int64_t oy = 4 * ty, ox = 4 * tx, at = oc * plane + oy * c.ow + ox;
+          ep.rows = std::min<int64_t>(4, c.oh - oy);
+          ep.cols = std::min(4 * len, c.ow - ox);
+          ep.residual = rb ? rb + at : nullptr;
+          ep.residual_stride = c.ow;
+          wk.output(m + oc * q.nb + (t - t0), c.o * q.nb, len, ep, yb + at, c.ow);
+        });
+      }
+    });
+  }
+}
+
 void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out_v,
                   const Shape& os, const KernelTable& k) {
   float* out = static_cast<float*>(out_v);
   const State* s = static_cast<const State*>(ctx.state);
-  const Conv2dParams c = conv_params(p, *in[0].shape, *in[1].shape, os);
+  Conv2dParams c = conv_params(p, *in[0].shape, *in[1].shape, os);
   const float* bias = in.size() > 2 ? in[2].data : nullptr;
+  const float* res = in.size() > 3 ? in[3].data : nullptr;  // the session's fused add
+  const int64_t in_image = c.c * c.h * c.w, out_image = c.o * c.oh * c.ow;
   if (!s || (s->path == Path::kDepthwise3x3 && (c.c != c.group || c.o != c.group))) {
+    const Activation act = c.act;
+    if (res) c.act = Activation{};
     k.conv2d(c, in[0].data, in[1].data, bias, out);
+    if (res) add_residual(out, res, c.n * out_image, act);
     return;
   }
   const int threads = threads_of(ctx.pool);
   const float* x = in[0].data;
-  const int64_t in_image = c.c * c.h * c.w, out_image = c.o * c.oh * c.ow;
+  if (s->path == Path::kWinograd) {
+    run_winograd(*s, c, ctx, x, bias, res, out);
+    return;
+  }
   if (s->path == Path::kDepthwise3x3) {
     DwConv3x3Params d;
     d.h = c.h, d.w = c.w, d.oh = c.oh, d.ow = c.ow;
     d.stride = c.stride_h;
     d.pad_top = c.pad_top, d.pad_left = c.pad_left;
     d.act = c.act.kind, d.alpha = c.act.alpha, d.beta = c.act.beta;
+    if (res) d.act = 0;  // the activation comes after the residual
     const float* w = in[1].data;
     const int64_t planes = c.n * c.c, in_plane = c.h * c.w, out_plane = c.oh * c.ow;
     // Tasks of whole planes, about 8 per thread for balance.
@@ -309,6 +517,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       for (int64_t pl = p0; pl < p1; ++pl) {
         const int64_t ch = pl % c.c;
         k.dwconv3x3(d, x + pl * in_plane, w + ch * 9, bias ? bias[ch] : 0.0f, out + pl * out_plane);
+        if (res) add_residual(out + pl * out_plane, res + pl * out_plane, out_plane, c.act);
       }
     });
     return;
@@ -318,9 +527,10 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
   for (int64_t b = 0; b < c.n; ++b) {
     const float* xb = x + b * in_image;
     float* yb = out + b * out_image;
+    const float* rb = res ? res + b * out_image : nullptr;
     if (s->path == Path::kGemm1x1) {
       for (int64_t gi = 0; gi < c.group; ++gi) {
-        GemmParams gp = group_gemm(*s, c, bias, gi, yb);
+        GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);
         gp.b = {xb + gi * cg * c.h * c.w, c.h * c.w, 1, false};
         if (ThreadPool* pool = pool_for_macs(ctx.pool, gp.m * gp.n * gp.k)) gemm(g, gp, ctx.workspace, *pool);
         else g.gemm(gp, ctx.workspace);
@@ -329,7 +539,8 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     }
     const int64_t n = c.oh * c.ow;
     if (s->path == Path::kGemmPixels) {
-      // im2col^T as packed A panels of mr pixels, the GEMM into Y^T [n, m], then the transpose.
+      // im2col^T as packed A panels of mr pixels, the GEMM into Y^T [n, m], then the transpose
+      // (which adds the residual and applies the activation when there is a residual).
       float* cols = ctx.workspace + round16(gemm_workspace_floats(g, threads));
       float* yt = cols + round16(gemm_packed_a_size(g, n, s->k));
       const int64_t panels = ceil_div(n, g.mr);
@@ -353,19 +564,24 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
           gp.bias = bias + gi * s->m;
           gp.bias_kind = kGemmBiasPerCol;
         }
-        gp.act = c.act.kind;
-        gp.alpha = c.act.alpha;
-        gp.beta = c.act.beta;
+        if (!rb) {
+          gp.act = c.act.kind;
+          gp.alpha = c.act.alpha;
+          gp.beta = c.act.beta;
+        }
         if (ThreadPool* pool = pool_for_macs(ctx.pool, gp.m * gp.n * gp.k)) gemm(g, gp, ctx.workspace, *pool);
         else g.gemm(gp, ctx.workspace);
         // Y^T [n, m] -> y [m, n], in blocks of 16 channels x 64 pixels.
         float* yg = yb + gi * s->m * n;
+        const float* rg = rb ? rb + gi * s->m * n : nullptr;
         parallel(ctx.pool, ceil_div(s->m, 16), work_or_inline(n * s->m, kMinParallelFloats), [&](int64_t task, int) {
           const int64_t o0 = task * 16, o1 = std::min(s->m, o0 + 16);
           for (int64_t i0 = 0; i0 < n; i0 += 64) {
             const int64_t i1 = std::min(n, i0 + 64);
             for (int64_t o = o0; o < o1; ++o)
               for (int64_t i = i0; i < i1; ++i) yg[o * n + i] = yt[i * s->m + o];
+            if (rg)
+              for (int64_t o = o0; o < o1; ++o) add_residual(yg + o * n + i0, rg + o * n + i0, i1 - i0, c.act);
           }
         });
       }
@@ -381,8 +597,9 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       const int64_t j0 = blk * sp.block_panels * g.nr, j1 = std::min(n, j0 + sp.block_panels * g.nr);
       im2col_pack(c, xb + gi * cg * c.h * c.w, cg, j0, j1 - j0, g.nr, cols);
       const int64_t m0 = chunk * sp.chunk_rows, m1 = std::min(s->m, m0 + sp.chunk_rows);
-      GemmParams gp = group_gemm(*s, c, bias, gi, yb);  // then narrowed to the block's columns
+      GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);  // then narrowed to the block's columns
       gp.c += j0;
+      if (gp.residual) gp.residual += j0;
       gp.n = j1 - j0;
       gp.b = {cols, 0, 0, true};
       g.gemm(gemm_slice(gp, g.mr, g.nr, m0, m1, 0, gp.n), ws);

@@ -1,0 +1,110 @@
+// Winograd F(4x4, 3x3) tile transforms: the scalar transforms against a direct 3x3 correlation of
+// one 6x6 window, then every ISA level's transforms against the scalar ones on random counts,
+// strides, clipped patches, residuals and every activation code; writes outside the patch (or past
+// `count` lanes) must not happen.
+#include <cfloat>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "harness.h"
+#include "kernel_tolerances.h"
+#include "tiny_net.h"
+
+namespace {
+
+constexpr float kGuard = -7.0f;
+
+void fill(std::vector<float>& v, tiny::Rng& rng) {
+  for (float& x : v) x = rng.uniform(-1, 1);
+}
+
+float act_alpha(int act) { return act == 2 ? -0.5f : act == 5 ? 0.2f : 0.1f; }
+
+void check_level(ds::Isa isa) {
+  if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
+  const ds::WinogradKernels& k = *ds::kernels_for(isa).winograd43;
+  const ds::WinogradKernels& ref = ds::ds_f32_winograd43_kernels__scalar;
+  const std::string level = ds::isa_name(isa);
+  tiny::Rng rng(31);
+  int cases = 0;
+  for (int64_t count = 1; count <= k.lanes; ++count)
+    for (int rep = 0; rep < 8; ++rep) {
+      // Input: 6 rows of a plane wider than the lanes need, a v stride past the lanes.
+      const int64_t x_stride = 4 * k.lanes + 2 + rng.below(9), v_stride = k.lanes + rng.below(5);
+      std::vector<float> x(size_t(6 * x_stride + 4 * k.lanes + 8)), want(size_t(36 * v_stride), kGuard),
+          got(want.size(), kGuard);
+      fill(x, rng);
+      for (int64_t t = 0; t < count; ++t) ref.input(x.data() + 4 * t, x_stride, 1, want.data() + t, v_stride);
+      k.input(x.data(), x_stride, count, got.data(), v_stride);
+      int bad = 0;
+      for (size_t i = 0; i < want.size(); ++i)  // |x| <= 1: transformed values are below 100
+        bad += !(std::fabs(double(got[i]) - want[i]) <= 100 * tol::kDwconv);
+      CHECK_MSG(bad == 0, level + " input count=" + std::to_string(count) + ": " + std::to_string(bad) + " off");
+
+      // Output: a clipped patch, with or without a residual, some activation.
+      const int64_t m_stride = k.lanes + rng.below(5), y_stride = 4 * k.lanes + rng.below(7);
+      std::vector<float> m(size_t(36 * m_stride + k.lanes)), res(size_t(4 * y_stride));
+      fill(m, rng);
+      fill(res, rng);
+      ds::WinogradOutput o;
+      o.bias = rng.uniform(-1, 1);
+      o.residual = rng.below(2) ? res.data() : nullptr;
+      o.residual_stride = y_stride;
+      o.act = int32_t(rng.below(8));
+      o.alpha = act_alpha(o.act), o.beta = 0.5f;
+      o.rows = 1 + rng.below(4);
+      o.cols = 1 + rng.below(4 * count);
+      std::vector<float> ywant(size_t(4 * y_stride), kGuard), ygot(ywant.size(), kGuard);
+      for (int64_t t = 0; t < count; ++t) {
+        ds::WinogradOutput ot = o;
+        ot.cols = std::min<int64_t>(4, o.cols - 4 * t);
+        if (ot.cols <= 0) break;
+        if (o.residual) ot.residual = res.data() + 4 * t;
+        ref.output(m.data() + t, m_stride, 1, ot, ywant.data() + 4 * t, y_stride);
+      }
+      k.output(m.data(), m_stride, count, o, ygot.data(), y_stride);
+      bad = 0;
+      for (size_t i = 0; i < ywant.size(); ++i)  // |m| <= 1: sums of at most 36 * 64 |m|, plus 2
+        bad += !(std::fabs(double(ygot[i]) - ywant[i]) <=
+                 2400 * tol::kDwconv + tol::kActivationUlps * FLT_EPSILON * std::fabs(ywant[i]));
+      CHECK_MSG(bad == 0, level + " output count=" + std::to_string(count) + " rows=" + std::to_string(o.rows) +
+                              " cols=" + std::to_string(o.cols) + " act=" + std::to_string(o.act) + ": " +
+                              std::to_string(bad) + " off");
+      ++cases;
+    }
+  CHECK(cases >= 8);
+}
+
+}  // namespace
+
+// One tile, one channel: A^T [(G g G^T) .* (B^T d B)] A is the 4x4 correlation of d with g.
+TEST(winograd_transforms_compute_a_3x3_correlation) {
+  tiny::Rng rng(5);
+  for (int rep = 0; rep < 20; ++rep) {
+    std::vector<float> d(6 * 6 + 16), g(9), u(36), v(36), y(16, kGuard);
+    fill(d, rng);
+    fill(g, rng);
+    const ds::WinogradKernels& ref = ds::ds_f32_winograd43_kernels__scalar;
+    ds::ds_f32_winograd43_filter(g.data(), u.data(), 1);
+    ref.input(d.data(), 6, 1, v.data(), 1);
+    std::vector<float> m(36 + 1);
+    for (int xi = 0; xi < 36; ++xi) m[size_t(xi)] = u[size_t(xi)] * v[size_t(xi)];
+    ds::WinogradOutput o;
+    o.bias = 0.25f;
+    ref.output(m.data(), 1, 1, o, y.data(), 4);
+    int bad = 0;
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 4; ++c) {
+        double want = 0.25;
+        for (int ky = 0; ky < 3; ++ky)
+          for (int kx = 0; kx < 3; ++kx) want += double(d[size_t((r + ky) * 6 + c + kx)]) * g[size_t(ky * 3 + kx)];
+        bad += !(std::fabs(y[size_t(r * 4 + c)] - want) <= tol::kWinograd * 10);
+      }
+    CHECK_MSG(bad == 0, "rep " + std::to_string(rep) + ": " + std::to_string(bad) + " of 16 off");
+  }
+}
+
+TEST(winograd_avx2_matches_scalar) { check_level(ds::Isa::kAvx2); }
+TEST(winograd_avx512_matches_scalar) { check_level(ds::Isa::kAvx512); }
