@@ -58,13 +58,13 @@ uint32_t add_u8(dsw::File& f, const std::string& name, std::vector<int64_t> dims
 }
 
 struct QConv {
-  int64_t n = 1, c = 3, h = 6, w = 6, o = 4, kh = 3, kw = 3, stride = 1, pad = 1, group = 1;
+  int64_t n = 1, c = 3, h = 6, w = 6, o = 4, kh = 3, kw = 3, stride = 1, pad = 1, group = 1, dil = 1;
   float in_scale = 0.05f, out_scale = 0.1f;
   int32_t x_zp = 120, y_zp = 7, act_min = 0, act_max = 255;
   std::vector<int8_t> weight;
   std::vector<int32_t> bias, mult, shift;
-  int64_t oh() const { return (h + 2 * pad - kh) / stride + 1; }
-  int64_t ow() const { return (w + 2 * pad - kw) / stride + 1; }
+  int64_t oh() const { return (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - dil * (kw - 1) - 1) / stride + 1; }
 };
 
 QConv random_conv(tiny::Rng& rng, QConv q) {
@@ -95,6 +95,7 @@ dsw::File conv_file(const QConv& q, std::vector<dsw::Attr> extra = {}, dsw::Tens
   const uint32_t c = add_u8(f, "c", {q.n, q.o, q.oh(), q.ow()});
   std::vector<dsw::Attr> attrs = {dsw::attr_ints("strides", {q.stride, q.stride}),
                                   dsw::attr_ints("pads", {q.pad, q.pad, q.pad, q.pad}),
+                                  dsw::attr_ints("dilations", {q.dil, q.dil}),
                                   dsw::attr_int("group", q.group), dsw::attr_int("x_zero_point", q.x_zp),
                                   dsw::attr_int("y_zero_point", q.y_zp), dsw::attr_int("act_min", q.act_min),
                                   dsw::attr_int("act_max", q.act_max)};
@@ -128,7 +129,7 @@ std::vector<float> expected_conv(const QConv& q, const std::vector<float>& x) {
           for (int64_t ci = 0; ci < cg; ++ci)
             for (int64_t ky = 0; ky < q.kh; ++ky)
               for (int64_t kx = 0; kx < q.kw; ++kx) {
-                const int64_t iy = oy * q.stride - q.pad + ky, ix = ox * q.stride - q.pad + kx;
+                const int64_t iy = oy * q.stride - q.pad + ky * q.dil, ix = ox * q.stride - q.pad + kx * q.dil;
                 const int64_t c = (o / og) * cg + ci;
                 const int64_t v = (iy < 0 || iy >= q.h || ix < 0 || ix >= q.w) ? q.x_zp
                                                                               : xq[size_t(((b * q.c + c) * q.h + iy) * q.w + ix)];
@@ -178,6 +179,10 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
       [] { QConv q; q.c = 12; q.o = 8; q.h = 9; q.w = 9; q.kh = q.kw = 1; q.pad = 0; q.stride = 2; return q; }(),
       [] { QConv q; q.c = 7; q.o = 33; q.h = 9; q.w = 70; return q; }(),
       [] { QConv q; q.c = 2; q.o = 3; q.h = 4; q.w = 3; q.kh = q.kw = 3; q.pad = 2; q.stride = 3; return q; }(),
+      // stride 1 on the padded grid: dilation, several pixel blocks (k = 2304), no padding
+      [] { QConv q; q.c = 5; q.o = 7; q.h = 12; q.w = 15; q.dil = 2; q.pad = 2; return q; }(),
+      [] { QConv q; q.c = 256; q.o = 10; q.h = 20; q.w = 20; return q; }(),
+      [] { QConv q; q.c = 4; q.o = 10; q.h = 7; q.w = 9; q.pad = 0; q.group = 2; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);

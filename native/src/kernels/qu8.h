@@ -112,6 +112,9 @@ struct QGemmKernels {
   // ds_u8_im2col__scalar's contract; null: that kernel.
   void (*im2col)(const Conv2dParams& p, int64_t channels, int32_t x_zp, const uint8_t* x, int64_t p0, int64_t p1,
                  uint8_t* dst) = nullptr;
+  // pack_x with row kk of x at x + row_offsets[kk] (the taps of a convolution read in place from
+  // a padded input); null: not available.
+  void (*pack_x_rows)(int64_t k, int64_t n, const uint8_t* x, const int64_t* row_offsets, void* dst) = nullptr;
 };
 
 // Depthwise convolution (group == C == O, one input channel per output), any window, per ISA.

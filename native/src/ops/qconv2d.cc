@@ -8,6 +8,7 @@
 // requantization in its epilogue; depthwise convolutions run a direct kernel. Blocks of pixels
 // (and of output channels when there are few pixels) go to the thread pool.
 #include <algorithm>
+#include <cstring>
 
 #include "core/thread_pool.h"
 #include "ops/qcommon.h"
@@ -65,6 +66,14 @@ struct State {
   std::vector<uint8_t> packed_w;       // per group, group_bytes each
   int64_t group_bytes = 0;
   bool direct = false;                 // 1x1, stride 1, no padding: the input is the GEMM's B
+  // Stride 1 windows: the input is copied once into planes padded with x_zp (hp x wp), and the
+  // GEMM runs over the pixels q = oy * wp + ox of that grid, whose tap (ky, kx) of channel c is
+  // the padded byte at q + row_offsets[(c, ky, kx)]: packed in place, no im2col. Columns
+  // ox >= ow are computed and dropped when copying out.
+  bool shifted = false;
+  int64_t hp = 0, wp = 0;
+  std::vector<int64_t> row_offsets;
+  mutable std::vector<uint8_t> padded;
   int64_t chunk = 0;                   // output pixels per task (multiple of nr)
   int64_t ws_bytes = 0;                // per thread
   mutable std::vector<uint8_t> ws;     // threads * ws_bytes, used by run only
@@ -104,14 +113,30 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       g.pack_w(og, k, w + gi * og * k, s->packed_w.data() + gi * s->group_bytes);
     s->direct = kh == 1 && kw == 1 && p.strides[0] == 1 && p.strides[1] == 1 && p.pads[0] == 0 && p.pads[1] == 0 &&
                 p.pads[2] == 0 && p.pads[3] == 0;
+    s->shifted = !s->direct && g.pack_x_rows && p.strides[0] == 1 && p.strides[1] == 1 && kh * kw > 1;
+    int64_t pixels = oh * ow;
+    if (s->shifted) {
+      s->hp = xd[2] + p.pads[0] + p.pads[2];
+      s->wp = xd[3] + p.pads[1] + p.pads[3];
+      for (int64_t ci = 0; ci < cg; ++ci)
+        for (int64_t ky = 0; ky < kh; ++ky)
+          for (int64_t kx = 0; kx < kw; ++kx)
+            s->row_offsets.push_back(ci * s->hp * s->wp + ky * p.dilations[0] * s->wp + kx * p.dilations[1]);
+      pixels = (oh - 1) * s->wp + ow;  // the grid up to the last output pixel
+      // The last channel's taps read up to kw - 1 columns past its plane (dropped columns only).
+      s->padded.resize(size_t(xd[1] * s->hp * s->wp + (kw - 1) * p.dilations[1] + 64));
+    }
     // A block of pixels whose packed activations stay in the L2 cache (about 384 KiB): with
     // few pixels (deep layers) one block holds them all, so the weights pass once.
-    const int64_t pixels = oh * ow, nr = g.nr;
+    const int64_t nr = g.nr;
     const int64_t round_up = (pixels + nr - 1) / nr * nr;
     int64_t chunk = std::max<int64_t>(nr, (384 * 1024 / (k * g.elem_bytes)) / nr * nr);
     chunk = std::min(chunk, round_up);
     s->chunk = chunk;
-    s->ws_bytes = (s->direct ? 0 : (k * chunk + 63) / 64 * 64) + (g.packed_x_bytes(k, chunk) + 63) / 64 * 64;
+    // Per thread: the im2col block (or, shifted, the GEMM's output block) and the packed block.
+    const int64_t og_rounded = (og + g.mr - 1) / g.mr * g.mr;
+    const int64_t staging = s->direct ? 0 : s->shifted ? og_rounded * chunk : k * chunk;
+    s->ws_bytes = (staging + 63) / 64 * 64 + (g.packed_x_bytes(k, chunk) + 63) / 64 * 64;
   } else {
     return std::make_shared<State>();
   }
@@ -126,6 +151,61 @@ void parallel(ThreadPool* pool, int64_t tasks, Fn&& fn) {
     return;
   }
   pool->parallel_for(tasks, [&](int64_t t, int thread) { fn(t, thread); });
+}
+
+// The stride-1 path of State::shifted.
+void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const QChannelParams& ch, uint8_t* ws,
+                 int threads, ThreadPool* pool, uint8_t* y) {
+  const QGemmKernels& g = *s.gemm;
+  const Conv2dParams& c = q.conv;
+  const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
+  const int64_t plane = s.hp * s.wp, in_plane = c.h * c.w, pixels = c.oh * c.ow;
+  const int64_t grid = (c.oh - 1) * s.wp + c.ow;
+  const int64_t col_tasks = (grid + s.chunk - 1) / s.chunk;
+  const int64_t m_tiles = (og + g.mr - 1) / g.mr;
+  const int64_t m_blocks = std::min<int64_t>(m_tiles, std::max<int64_t>(1, (threads + col_tasks - 1) / col_tasks));
+  const int64_t m_per = (m_tiles + m_blocks - 1) / m_blocks * g.mr;
+  const int64_t staging = ((og + g.mr - 1) / g.mr * g.mr * s.chunk + 63) / 64 * 64;
+  uint8_t* padded = s.padded.data();
+  for (int64_t b = 0; b < c.n; ++b) {
+    std::memset(padded, q.x_zp, s.padded.size());
+    const uint8_t* xb = x + b * c.c * in_plane;
+    for (int64_t ci = 0; ci < c.c; ++ci)
+      for (int64_t iy = 0; iy < c.h; ++iy)
+        std::memcpy(padded + ci * plane + (iy + c.pad_top) * s.wp + c.pad_left, xb + ci * in_plane + iy * c.w,
+                    size_t(c.w));
+    for (int64_t gi = 0; gi < c.group; ++gi) {
+      const uint8_t* xg = padded + gi * cg * plane;
+      uint8_t* yg = y + (b * c.o + gi * og) * pixels;
+      const uint8_t* wg = s.packed_w.data() + gi * s.group_bytes;
+      parallel(pool, col_tasks * m_blocks, [&](int64_t t, int thread) {
+        const int64_t col = t / m_blocks, mb = t % m_blocks;
+        const int64_t p0 = col * s.chunk, p1 = std::min(grid, p0 + s.chunk);
+        const int64_t m0 = mb * m_per, m1 = std::min(og, m0 + m_per);
+        if (m0 >= m1) return;
+        uint8_t* out = ws + thread * s.ws_bytes;
+        uint8_t* packed = out + staging;
+        g.pack_x_rows(k, p1 - p0, xg + p0, s.row_offsets.data(), packed);
+        QGemmParams gp;
+        gp.m = m1 - m0, gp.n = p1 - p0, gp.k = k;
+        gp.w = wg + (m0 / g.mr) * (g.packed_w_bytes(g.mr, k));
+        gp.x = packed;
+        gp.y = out;
+        gp.y_row_stride = p1 - p0;
+        gp.ch = {ch.bias + gi * og + m0, ch.multiplier + gi * og + m0, ch.shift + gi * og + m0};
+        gp.out = q.out;
+        g.gemm(gp);
+        // Grid rows back to output rows, without the columns ox >= ow.
+        for (int64_t oy = p0 / s.wp; oy * s.wp < p1; ++oy) {
+          const int64_t q0 = std::max(p0, oy * s.wp), q1 = std::min(p1, oy * s.wp + c.ow);
+          if (q1 <= q0) continue;
+          for (int64_t i = m0; i < m1; ++i)
+            std::memcpy(yg + i * pixels + oy * c.ow + (q0 - oy * s.wp), out + (i - m0) * (p1 - p0) + (q0 - p0),
+                        size_t(q1 - q0));
+        }
+      });
+    }
+  }
 }
 
 void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out, const Shape& os,
@@ -167,6 +247,10 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   }
   const QGemmKernels& g = *s.gemm;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
+  if (s.shifted) {
+    run_shifted(s, q, x, ch, ws, threads, ctx.pool, y);
+    return;
+  }
   const int64_t col_tasks = (pixels + s.chunk - 1) / s.chunk;
   const int64_t m_tiles = (og + g.mr - 1) / g.mr;
   const int64_t m_blocks = std::min<int64_t>(m_tiles, std::max<int64_t>(1, (threads + col_tasks - 1) / col_tasks));

@@ -38,7 +38,10 @@ void pack_w(int64_t m, int64_t k, const int8_t* w, void* dst) {
 
 int64_t packed_x_bytes(int64_t k, int64_t n) { return (n + kNr - 1) / kNr * kNr * groups(k) * kKr; }
 
-void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
+// Packs x (k, n) whose row kk starts at row(kk): four rows of 16 columns at a time are
+// interleaved bytewise into [column][4]; masked loads give the zeros past n and past k.
+template <typename RowFn>
+void pack_x_impl(int64_t k, int64_t n, RowFn row, void* dst) {
   uint8_t* d = static_cast<uint8_t*>(dst);
   const int64_t g_count = groups(k);
   for (int64_t q = 0; q < (n + kNr - 1) / kNr; ++q) {
@@ -46,30 +49,35 @@ void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
     for (int64_t g = 0; g < g_count; ++g) {
       uint8_t* out = d + (q * g_count + g) * kNr * kKr;
       const int64_t k0 = g * kKr;
-      if (k0 + kKr <= k && col0 + kNr <= n) {
-        for (int64_t h = 0; h < kNr; h += 16) {
-          const uint8_t* s = x + k0 * stride + col0 + h;
-          const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-          const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + stride));
-          const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 2 * stride));
-          const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 3 * stride));
-          const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
-          const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
-          __m128i* o = reinterpret_cast<__m128i*>(out + h * kKr);
-          _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(t0, t2));
-          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t2));
-          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t1, t3));
-          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t1, t3));
-        }
-        continue;
+      const uint8_t* s0 = row(k0);
+      const uint8_t* s1 = k0 + 1 < k ? row(k0 + 1) : nullptr;
+      const uint8_t* s2 = k0 + 2 < k ? row(k0 + 2) : nullptr;
+      const uint8_t* s3 = k0 + 3 < k ? row(k0 + 3) : nullptr;
+      for (int64_t h = 0; h < kNr; h += 16) {
+        const int64_t c = col0 + h;
+        const __mmask16 m = c >= n ? 0 : qu8_mask16(n - c);
+        const __m128i r0 = _mm_maskz_loadu_epi8(m, s0 + c);
+        const __m128i r1 = s1 ? _mm_maskz_loadu_epi8(m, s1 + c) : _mm_setzero_si128();
+        const __m128i r2 = s2 ? _mm_maskz_loadu_epi8(m, s2 + c) : _mm_setzero_si128();
+        const __m128i r3 = s3 ? _mm_maskz_loadu_epi8(m, s3 + c) : _mm_setzero_si128();
+        const __m128i t0 = _mm_unpacklo_epi8(r0, r1), t1 = _mm_unpackhi_epi8(r0, r1);
+        const __m128i t2 = _mm_unpacklo_epi8(r2, r3), t3 = _mm_unpackhi_epi8(r2, r3);
+        __m128i* o = reinterpret_cast<__m128i*>(out + h * kKr);
+        _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(t0, t2));
+        _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t2));
+        _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t1, t3));
+        _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t1, t3));
       }
-      for (int64_t col = 0; col < kNr; ++col)
-        for (int64_t j = 0; j < kKr; ++j) {
-          const int64_t kk = k0 + j, cc = col0 + col;
-          out[col * kKr + j] = kk < k && cc < n ? x[kk * stride + cc] : 0;
-        }
     }
   }
+}
+
+void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
+  pack_x_impl(k, n, [&](int64_t kk) { return x + kk * stride; }, dst);
+}
+
+void pack_x_rows(int64_t k, int64_t n, const uint8_t* x, const int64_t* row_offsets, void* dst) {
+  pack_x_impl(k, n, [&](int64_t kk) { return x + row_offsets[kk]; }, dst);
 }
 
 void requant_row(const int32_t* acc, int64_t n, int32_t bias, int32_t mult, int32_t shift, const QuantOut& q,
@@ -216,7 +224,7 @@ namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm,
-    im2col};
+    im2col, pack_x_rows};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
