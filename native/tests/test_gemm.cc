@@ -309,3 +309,47 @@ TEST(gemm_threads_give_bitwise_identical_results) {
     }
   }
 }
+
+// The batch-1 dense kernels (GEMV over the level's packed B) against the scalar dense kernel:
+// column counts around the panel width (partial panels, partial vectors), K around the 4-step
+// unroll, every activation code, bias or not.
+void gemv_at(Isa isa) {
+  if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available here");
+  const ds::KernelTable& t = ds::kernels_for(isa);
+  REQUIRE(t.gemv != nullptr);
+  tiny::Rng rng(31);
+  const ds::Activation acts[] = {{0, 0, 0}, {1, 0, 0}, {2, -0.5f, 0.5f}, {3, 0.1f, 0}, {4, 0, 0},
+                                 {5, 0.2f, 0.5f}, {6, 0, 0}, {7, 0, 0}};
+  int bad_cases = 0;
+  for (int64_t cols : {1, 7, 8, 15, 16, 17, 31, 32, 33, 47, 64, 100, 300}) {
+    for (int64_t k : {1, 2, 3, 4, 5, 9, 64, 100, 784}) {
+      const ds::Activation act = acts[rng.below(8)];
+      const bool with_bias = rng.below(3) != 0;
+      std::vector<float> w = random_vec(rng, size_t(cols * k)), x = random_vec(rng, size_t(k)),
+                         bias = random_vec(rng, size_t(cols));
+      std::vector<float> packed(size_t(ds::gemm_packed_b_size(*t.gemm, k, cols)));
+      ds::gemm_pack_b(*t.gemm, k, cols, w.data(), 1, k, packed.data());
+      ds::DenseParams d{1, k, cols, act};
+      std::vector<float> want(static_cast<size_t>(cols)), got(static_cast<size_t>(cols) + 1, 7.0f);
+      ds::ds_f32_dense__scalar(d, x.data(), w.data(), with_bias ? bias.data() : nullptr, want.data());
+      t.gemv(k, cols, packed.data(), x.data(), with_bias ? bias.data() : nullptr, act, got.data());
+      int bad = 0;
+      for (int64_t j = 0; j < cols; ++j) {
+        double mag = with_bias ? std::fabs(bias[size_t(j)]) : 0.0;
+        for (int64_t q = 0; q < k; ++q) mag += std::fabs(double(x[size_t(q)]) * w[size_t(j * k + q)]);
+        const double allowed = tol::kGemm * mag + tol::kActivationUlps * FLT_EPSILON * std::fabs(want[size_t(j)]);
+        if (!(std::fabs(double(got[size_t(j)]) - want[size_t(j)]) <= allowed)) ++bad;
+      }
+      if (bad || got.back() != 7.0f) {
+        ++bad_cases;
+        CHECK_MSG(false, std::string(ds::isa_name(isa)) + " gemv cols " + std::to_string(cols) + " k " +
+                             std::to_string(k) + " act " + std::to_string(act.kind) + ": " + std::to_string(bad) +
+                             " wrong" + (got.back() != 7.0f ? ", wrote past the end" : ""));
+      }
+      if (bad_cases > 5) return;
+    }
+  }
+}
+
+TEST(gemv_avx2) { gemv_at(Isa::kAvx2); }
+TEST(gemv_avx512) { gemv_at(Isa::kAvx512); }

@@ -56,10 +56,11 @@ KernelTable with_level(const char* isa, const GemmKernels* gemm, DwConv3x3Fn dwc
 }
 
 KernelTable with_elementwise(KernelTable t, BinaryKernel add, BinaryKernel sub, BinaryKernel mul, BinaryKernel div,
-                             ReluKernel relu, ActivationKernel activation) {
+                             ReluKernel relu, ActivationKernel activation, GemvKernel gemv) {
   t.add = add, t.sub = sub, t.mul = mul, t.div = div;
   t.relu = relu;
   t.activation = activation;
+  t.gemv = gemv;
   return t;
 }
 
@@ -132,12 +133,13 @@ const KernelTable& kernels_for(Isa isa) {
       with_maxpool(with_level("avx2", &ds_f32_gemm_kernels__avx2, ds_f32_dwconv3x3__avx2), ds_f32_maxpool2d__avx2);
   static const KernelTable avx512 = with_maxpool(
       with_level("avx512", &ds_f32_gemm_kernels__avx512, ds_f32_dwconv3x3__avx512), ds_f32_maxpool2d__avx512);
-  // The elementwise kernels of each level.
+  // The elementwise and dense-at-batch-1 kernels of each level.
   static const KernelTable avx2_e = with_elementwise(avx2, ds_f32_vadd__avx2, ds_f32_vsub__avx2, ds_f32_vmul__avx2,
-                                                     ds_f32_vdiv__avx2, ds_f32_relu__avx2, ds_f32_activation__avx2);
+                                                     ds_f32_vdiv__avx2, ds_f32_relu__avx2, ds_f32_activation__avx2,
+                                                     ds_f32_gemv__avx2);
   static const KernelTable avx512_e =
       with_elementwise(avx512, ds_f32_vadd__avx512, ds_f32_vsub__avx512, ds_f32_vmul__avx512, ds_f32_vdiv__avx512,
-                       ds_f32_relu__avx512, ds_f32_activation__avx512);
+                       ds_f32_relu__avx512, ds_f32_activation__avx512, ds_f32_gemv__avx512);
   // int8: AVX2 kernels (vpmaddwd) up to AVX-512 without VNNI; vpdpbusd with it.
   static const KernelTable avx2_q = with_q(avx2_e, "avx2", &ds_qkernels__avx2);
   static const KernelTable avx512_q = with_q(avx512_e, "avx512", &ds_qkernels__avx2);

@@ -30,6 +30,8 @@ using Clock = std::chrono::steady_clock;
 ThreadPool::ThreadPool(int threads, int spin_us) : threads_(threads) {
   if (threads < 1) fail(DS_ERR_INVALID_ARG, "threads is ", threads, ", must be >= 1");
   spin_us_ = spin_us >= 0 ? spin_us : spin_us_from_env(kDefaultSpinUs);
+  const char* y = std::getenv("DS_POOL_YIELD");
+  yield_ = !(y && *y == '0');
   workers_.reserve(size_t(threads - 1));
   for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker(t); });
 }
@@ -44,15 +46,20 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::work(int thread) {
+  int64_t done = 0;
   for (;;) {
     const int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= count_) return;
+    if (task >= count_) break;
     fn_(ctx_, task, thread);
+    ++done;
   }
+  if (done) done_.fetch_add(done, std::memory_order_release);
 }
 
 uint64_t ThreadPool::wait_for_job(uint64_t seen) {
-  // Spin, reading the clock only every 64 pauses.
+  // Spin, reading the clock every 64 pauses. Each round also yields: on a machine with more
+  // runnable threads than cores, a spinning worker would otherwise take the core from the thread
+  // it waits for (the caller, which hands out the next job).
   if (spin_us_ > 0) {
     const Clock::time_point deadline = Clock::now() + std::chrono::microseconds(spin_us_);
     for (;;) {
@@ -63,6 +70,7 @@ uint64_t ThreadPool::wait_for_job(uint64_t seen) {
         DS_CPU_RELAX();
       }
       if (Clock::now() >= deadline) break;
+      if (yield_) std::this_thread::yield();
     }
   }
   // Sleep. run() bumps generation_ and then reads sleeping_, we bump sleeping_ and then read
@@ -81,8 +89,11 @@ void ThreadPool::worker(int thread) {
     const uint64_t g = wait_for_job(seen);
     if (g == seen) return;  // stopping
     seen = g;
-    work(thread);
-    active_.fetch_sub(1, std::memory_order_acq_rel);
+    // Enter the job unless run() has closed it already (its caller ran every task itself): then
+    // the job fields may belong to the next job, and must not be read.
+    inside_.fetch_add(1);
+    if (closed_.load() != g && generation_.load() == g) work(thread);
+    inside_.fetch_sub(1, std::memory_order_release);
   }
 }
 
@@ -92,21 +103,31 @@ void ThreadPool::run(int64_t count, TaskFn fn, void* ctx) {
     for (int64_t t = 0; t < count; ++t) fn(ctx, t, 0);
     return;
   }
-  // No worker is inside a job here (the last run waited for active_ == 0), so the fields are ours.
+  // No worker is inside an open job here (the last run closed its job and waited for inside_ to
+  // drain), so the fields are ours.
   fn_ = fn;
   ctx_ = ctx;
   count_ = count;
   next_.store(0, std::memory_order_relaxed);
-  active_.store(threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1);  // seq_cst: publishes the fields, ordered before the sleeping_ read
+  done_.store(0, std::memory_order_relaxed);
+  const uint64_t g = generation_.fetch_add(1) + 1;  // seq_cst: publishes the fields, ordered before the sleeping_ read
   if (sleeping_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     start_cv_.notify_all();
   }
   work(0);
-  // The workers finish their last task (or find none left): spin, then yield so a worker that
-  // shares our core (an oversubscribed machine) can run.
-  for (int spins = 0; active_.load(std::memory_order_acquire) != 0; ++spins) {
+  // Wait for the tasks workers took, not for every worker: one that is slow to wake (asleep, or
+  // descheduled on a busy machine) finds every task taken and the job closed. Spin, then yield so
+  // a worker that shares our core can run.
+  for (int spins = 0; done_.load(std::memory_order_acquire) != count; ++spins) {
+    if (spins < 4096) DS_CPU_RELAX();
+    else std::this_thread::yield();
+  }
+  // Close the job, then wait for workers that entered it before the close to leave. closed_ is
+  // stored before inside_ is read and a worker bumps inside_ before it reads closed_ (seq_cst
+  // both), so a worker either is counted here or sees the job closed.
+  closed_.store(g);
+  for (int spins = 0; inside_.load(std::memory_order_acquire) != 0; ++spins) {
     if (spins < 4096) DS_CPU_RELAX();
     else std::this_thread::yield();
   }

@@ -6,7 +6,9 @@
 // Waiting is spin-then-sleep: a model runs dozens of short jobs back to back, and waking a thread
 // from a condition variable costs 10-30 us each time. So after a job each worker spins on the job
 // generation for spin_us microseconds before it sleeps on the condition variable, and the caller
-// spins for the workers to finish. An idle pool therefore burns its workers' cores for at most
+// spins for the tasks workers took to finish: when a worker is slow to wake (asleep, or
+// descheduled on a busy machine) the caller runs the remaining tasks itself and the late worker
+// finds the job closed. An idle pool therefore burns its workers' cores for at most
 // spin_us after its last job.
 #pragma once
 
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace ds {
@@ -39,7 +42,9 @@ class ThreadPool {
   // executing thread (0 = caller), e.g. to pick its slice of a workspace. Returns when all are done.
   template <typename Fn>
   void parallel_for(int64_t count, Fn&& fn) {
-    run(count, [](void* ctx, int64_t task, int thread) { (*static_cast<Fn*>(ctx))(task, thread); }, &fn);
+    using F = std::remove_reference_t<Fn>;  // an lvalue callable deduces Fn as a reference
+    run(count, [](void* ctx, int64_t task, int thread) { (*static_cast<F*>(ctx))(task, thread); },
+        const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
   using TaskFn = void (*)(void* ctx, int64_t task, int thread);
@@ -53,6 +58,7 @@ class ThreadPool {
 
   int threads_;
   int spin_us_;
+  bool yield_ = true;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable start_cv_;
@@ -64,8 +70,10 @@ class ThreadPool {
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t count_ = 0;
-  alignas(64) std::atomic<int64_t> next_{0};
-  alignas(64) std::atomic<int> active_{0};  // workers still in the current job
+  alignas(64) std::atomic<int64_t> next_{0};  // the next task to hand out
+  alignas(64) std::atomic<int64_t> done_{0};  // tasks finished in the current job
+  std::atomic<uint64_t> closed_{0};           // the last generation whose tasks are all done
+  std::atomic<int> inside_{0};                // workers between entering a job and leaving it
 };
 
 }  // namespace ds

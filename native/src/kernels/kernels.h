@@ -173,6 +173,11 @@ using PadKernel = void (*)(const PadParams& p, const float* x, float* y);
 using LrnKernel = void (*)(const LrnParams& p, const float* x, float* y);
 using ResizeKernel = void (*)(const ResizeParams& p, const float* x, float* y);
 
+// Dense at batch 1: y[cols] = act(x[k] . B + bias), B packed as the level's GEMM B operand
+// (gemm_pack_b: panels of GemmKernels::nr columns); bias may be null.
+using GemvKernel = void (*)(int64_t k, int64_t cols, const float* b_packed, const float* x, const float* bias,
+                           const Activation& act, float* y);
+
 // One implementation of each kernel, chosen once per session (src/core/dispatch.cc).
 struct KernelTable {
   const char* isa;
@@ -197,6 +202,7 @@ struct KernelTable {
   // Per-ISA kernels (src/kernels/x86); set by src/core/dispatch.cc for every level.
   const GemmKernels* gemm = nullptr;
   DwConv3x3Fn dwconv3x3 = nullptr;  // one NCHW plane, stride 1 or 2 (kernels/dwconv3x3.h)
+  GemvKernel gemv = nullptr;  // over gemm's packed B; null: dense runs the GEMM
   const WinogradKernels* winograd43 = nullptr;  // F(4x4, 3x3) tile transforms (kernels/winograd.h)
   const struct QKernels* q = nullptr;  // int8 kernels of the level (kernels/qu8.h)
 };
@@ -237,6 +243,10 @@ void ds_f32_relu__avx2(int64_t n, const float* x, float* y);
 void ds_f32_relu__avx512(int64_t n, const float* x, float* y);
 void ds_f32_activation__avx2(int64_t n, const Activation& act, const float* x, float* y);
 void ds_f32_activation__avx512(int64_t n, const Activation& act, const float* x, float* y);
+void ds_f32_gemv__avx2(int64_t k, int64_t cols, const float* b_packed, const float* x, const float* bias,
+                       const Activation& act, float* y);
+void ds_f32_gemv__avx512(int64_t k, int64_t cols, const float* b_packed, const float* x, const float* bias,
+                         const Activation& act, float* y);
 void ds_x32_copy_nd__scalar(const CopyNdParams& p, const float* x, float* y);
 void ds_x32_concat__scalar(const ConcatParams& p, const float* const* xs, float* y);
 void ds_f32_pad__scalar(const PadParams& p, const float* x, float* y);

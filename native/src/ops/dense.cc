@@ -1,7 +1,9 @@
 // dense (op id 2): x (..., K), weight (M,K), optional bias (M); output (..., M). Fused activation.
 // With a constant weight the session packs W^T once as the GEMM's B operand (docs/kernels.md) and
 // runs y = x . W^T as one GEMM (batch rows, M columns, bias per column), split across threads by
-// ds::gemm; otherwise the scalar reference kernel runs.
+// ds::gemm, or for up to 3 rows the level's GEMV kernel over the same packed weight; otherwise the
+// scalar reference kernel runs.
+#include <algorithm>
 #include <cstdint>
 
 #include "common/error.h"
@@ -71,6 +73,13 @@ int64_t workspace_floats(const OpParams&, const void* state, const std::vector<c
   return state ? gemm_workspace_floats(*static_cast<const State*>(state)->g, threads) : 0;
 }
 
+// Up to this many rows, the GEMV kernel (when the level has one) beats the GEMM's row tiles.
+constexpr int64_t kMaxGemvRows = 3;
+// Below these many multiply-adds a job on the pool costs more than the split saves (measured with
+// the spinning pool: a hand-off is ~1-2 us when the workers are awake).
+constexpr int64_t kMinParallelGemvMacs = 128 * 1024;
+constexpr int64_t kMinParallelGemmMacs = 512 * 1024;
+
 void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out,
                   const Shape& os, const KernelTable& k) {
   const State* s = static_cast<const State*>(ctx.state);
@@ -94,8 +103,23 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
   gp.act = p.act.kind;
   gp.alpha = p.act.alpha;
   gp.beta = p.act.beta;
-  // Under ~2M multiply-adds (LeNet's layers) a wake-up of the pool costs more than it saves.
-  if (ctx.pool && gp.m * gp.n * gp.k >= 2 * 1024 * 1024) gemm(*s->g, gp, ctx.workspace, *ctx.pool);
+  const int64_t macs = gp.m * gp.n * gp.k;
+  if (k.gemv && gp.m <= kMaxGemvRows) {
+    // Row by row over the packed weight; threads take ranges of whole panels.
+    const int64_t nr = s->g->nr, panels = (gp.n + nr - 1) / nr;
+    const int threads = ctx.pool && macs >= kMinParallelGemvMacs ? ctx.pool->size() : 1;
+    const int64_t per_task = (panels + threads - 1) / threads;
+    auto task = [&](int64_t t, int) {
+      const int64_t j0 = t * per_task * nr, j1 = std::min(gp.n, j0 + per_task * nr);
+      for (int64_t r = 0; r < gp.m; ++r)
+        k.gemv(gp.k, j1 - j0, s->packed + j0 * gp.k, gp.a.data + r * gp.k, gp.bias ? gp.bias + j0 : nullptr, p.act,
+               gp.c + r * gp.n + j0);
+    };
+    if (threads > 1) ctx.pool->parallel_for((panels + per_task - 1) / per_task, task);
+    else task(0, 0);
+    return;
+  }
+  if (ctx.pool && macs >= kMinParallelGemmMacs) gemm(*s->g, gp, ctx.workspace, *ctx.pool);
   else s->g->gemm(gp, ctx.workspace);
 }
 

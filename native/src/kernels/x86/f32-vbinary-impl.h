@@ -37,6 +37,7 @@ struct V256 {
   static T sub(T u, T v) { return _mm256_sub_ps(u, v); }
   static T mul(T u, T v) { return _mm256_mul_ps(u, v); }
   static T div(T u, T v) { return _mm256_div_ps(u, v); }
+  static T fma(T u, T v, T w) { return _mm256_fmadd_ps(u, v, w); }
   static T max(T u, T v) { return _mm256_max_ps(u, v); }
   static T min(T u, T v) { return _mm256_min_ps(u, v); }
   static T leaky(T v, T alpha) {
@@ -59,6 +60,7 @@ struct V512 {
   static T sub(T u, T v) { return _mm512_sub_ps(u, v); }
   static T mul(T u, T v) { return _mm512_mul_ps(u, v); }
   static T div(T u, T v) { return _mm512_div_ps(u, v); }
+  static T fma(T u, T v, T w) { return _mm512_fmadd_ps(u, v, w); }
   static T max(T u, T v) { return _mm512_max_ps(u, v); }
   static T min(T u, T v) { return _mm512_min_ps(u, v); }
   static T leaky(T v, T alpha) {
