@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/model.h"
+#include "core/session.h"
 #include "harness.h"
 #include "kernel_tolerances.h"
 #include "op_runner.h"
@@ -237,6 +239,112 @@ TEST(conv2d_winograd_matches_reference_at_every_level) {
     p.bias = rng.below(2) == 0;
     p.act = int(rng.below(8));
     check_conv(p, rng, "winograd random " + std::to_string(r), tol::kWinograd);
+  }
+  unsetenv("DS_CONV_WINOGRAD");
+}
+
+// conv2d (no activation) -> add(conv, skip) with the add's activation, which the session runs as
+// one conv2d with `skip` as the residual of its epilogue: every conv path, both operand orders,
+// and graphs where the add must stay (the conv output is a graph output too; the conv has its own
+// activation; the skip is computed after the conv).
+enum class Fuse { kPlain, kSwapped, kConvIsOutput, kConvHasAct, kSkipAfter };
+
+dsw::File residual_file(const Conv& p, const std::vector<float>& w, const std::vector<float>& b, int add_act,
+                        Fuse how, bool weight_input) {
+  dsw::File f;
+  const uint32_t x = f.add_value("x", {-1, p.c, p.h, p.w});
+  const uint32_t skip_in = f.add_value("skip_in", {-1, p.o, out_size(p.h, p.pads[0], p.pads[2], p.kh, p.sh, p.dh),
+                                                    out_size(p.w, p.pads[1], p.pads[3], p.kw, p.sw, p.dw)});
+  f.inputs = {x, skip_in};
+  std::vector<uint32_t> conv_in = {x};
+  const std::vector<uint64_t> wd = {uint64_t(p.o), uint64_t(p.c / p.group), uint64_t(p.kh), uint64_t(p.kw)};
+  if (weight_input) {
+    conv_in.push_back(f.add_value("w", Dims(wd.begin(), wd.end())));
+    f.inputs.push_back(conv_in.back());
+  } else {
+    conv_in.push_back(f.add_constant(dsw::dense_tensor("w", wd, w)));
+  }
+  if (p.bias) conv_in.push_back(f.add_constant(dsw::dense_tensor("b", {uint64_t(p.o)}, b)));
+  std::vector<dsw::Attr> attrs = {dsw::attr_ints("strides", {p.sh, p.sw}),
+                                  dsw::attr_ints("pads", {p.pads[0], p.pads[1], p.pads[2], p.pads[3]}),
+                                  dsw::attr_ints("dilations", {p.dh, p.dw}), dsw::attr_int("group", p.group)};
+  if (how == Fuse::kConvHasAct) attrs.push_back(dsw::attr_int("activation", 1));
+  const uint32_t y = f.add_value("y", {1}), skip = f.add_value("skip", {1}), z = f.add_value("z", {1});
+  // The skip is the graph's second input (shape N, O, OH, OW) through a relu, before or after the conv.
+  if (how != Fuse::kSkipAfter) f.add_node(5, "skip", {skip_in}, skip);
+  f.add_node(1, "conv", conv_in, y, attrs);
+  if (how == Fuse::kSkipAfter) f.add_node(5, "skip", {skip_in}, skip);
+  f.add_node(10, "add", how == Fuse::kSwapped ? std::vector<uint32_t>{skip, y} : std::vector<uint32_t>{y, skip}, z,
+             act_attrs(add_act));
+  f.outputs = {z};
+  if (how == Fuse::kConvIsOutput) f.outputs.push_back(y);
+  return f;
+}
+
+TEST(conv2d_add_fusion_matches_reference) {
+  tiny::Rng rng(17);
+  //            n  c   h   w   o  kh kw sh sw dh dw  g  pads           bias  act (of the add)
+  const Conv cases[] = {
+      {1, 16, 9, 11, 24, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},     // pointwise
+      {2, 6, 15, 16, 11, 3, 3, 2, 2, 1, 1, 1, {1, 1, 0, 0}, true, 2},     // im2col blocks, batch 2
+      {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 3},    // rows split across threads
+      {2, 9, 5, 4, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, false, 1},     // pixels as rows
+      {1, 8, 4, 4, 40, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 6},      // pixels as rows, groups
+      {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},   // Winograd (forced below)
+      {1, 10, 12, 13, 10, 3, 3, 1, 1, 1, 1, 10, {1, 1, 1, 1}, true, 7},  // depthwise
+      {1, 5, 9, 9, 5, 3, 3, 1, 1, 2, 2, 5, {2, 2, 2, 2}, true, 4},       // dilated depthwise: reference
+  };
+  setenv("DS_CONV_WINOGRAD", "1", 1);
+  int index = 0;
+  for (const Conv& p0 : cases) {
+    for (Fuse how : {Fuse::kPlain, Fuse::kSwapped, Fuse::kConvIsOutput, Fuse::kConvHasAct, Fuse::kSkipAfter}) {
+      Conv p = p0;
+      const int add_act = p.act;
+      p.act = how == Fuse::kConvHasAct ? 1 : 0;
+      const int64_t oh = out_size(p.h, p.pads[0], p.pads[2], p.kh, p.sh, p.dh);
+      const int64_t ow = out_size(p.w, p.pads[1], p.pads[3], p.kw, p.sw, p.dw);
+      const std::vector<float> x = opt::random_vec(rng, size_t(p.n * p.c * p.h * p.w));
+      const std::vector<float> w = opt::random_vec(rng, size_t(p.o * (p.c / p.group) * p.kh * p.kw));
+      const std::vector<float> b = opt::random_vec(rng, size_t(p.o));
+      const std::vector<float> skip = opt::random_vec(rng, size_t(p.n * p.o * oh * ow));
+      std::vector<double> conv, mag;
+      conv_reference(p, x, w, b, &conv, &mag);
+      const bool weight_input = index % 3 == 2;  // some through the reference kernel
+      const dsw::File f = residual_file(p, w, b, add_act, how, weight_input);
+      std::vector<std::vector<float>> xs = {x, skip};
+      std::vector<Dims> shapes = {{p.n, p.c, p.h, p.w}, {p.n, p.o, oh, ow}};
+      if (weight_input) {
+        xs.push_back(w);
+        shapes.push_back({p.o, p.c / p.group, p.kh, p.kw});
+      }
+      const std::string what = "fusion case " + std::to_string(index) + " variant " + std::to_string(int(how));
+      {  // fused: the plan has buffers for the skip and the add's output only
+        const dsw::Bytes bytes = dsw::serialize(f);
+        std::unique_ptr<ds::Model> model = ds::load_model(bytes.data(), bytes.size());
+        ds::Session session(*model, 1);
+        for (size_t k = 0; k < xs.size(); ++k) session.set_input(k, xs[k].data(), shapes[k]);
+        const bool fused = how == Fuse::kPlain || how == Fuse::kSwapped;
+        CHECK_MSG(session.buffer_plan().size() == (fused ? 2u : 3u), what + ": plan of " +
+                                                                     std::to_string(session.buffer_plan().size()));
+      }
+      for (const char* isa : kIsas) {
+        for (int threads : {1, 2}) {
+          const Run r = run_with(f, xs, shapes, isa, threads);
+          if (isa_missing(r)) break;
+          REQUIRE_MSG(r.status == DS_OK, what + " " + isa + ": " + r.error);
+          REQUIRE_MSG(r.y.size() == conv.size(), what);
+          size_t bad = 0;
+          for (size_t i = 0; i < conv.size(); ++i) {
+            const double want = opt::activate(add_act, conv[i] + std::max(0.0f, skip[i]),
+                                              double(float(act_alpha(add_act))), act_beta(add_act));
+            bad += !close(r.y[i], want, mag[i] + std::fabs(skip[i]), tol::kWinograd);
+          }
+          CHECK_MSG(bad == 0, what + " " + isa + " threads " + std::to_string(threads) + ": " + std::to_string(bad) +
+                                  " of " + std::to_string(conv.size()) + " outside the tolerance");
+        }
+      }
+    }
+    ++index;
   }
   unsetenv("DS_CONV_WINOGRAD");
 }

@@ -88,26 +88,76 @@ void Session::set_input(size_t index, const float* data, const Shape& shape) {
   plan();
 }
 
+// A conv2d (op 1) without activation whose output only an add (op 10) reads, where the add's other
+// operand has the same shape and is ready before the conv runs (a graph input, a constant or an
+// earlier node's output): the conv gets that operand as its residual (a 4th input, added before
+// the activation in its epilogue) and the add's activation, and writes the add's output; the add
+// is skipped. The conv's own output is never materialized.
+void Session::plan_fusion(const std::vector<Shape>& shapes) {
+  const size_t node_count = model_.nodes.size();
+  fused_residual_.assign(node_count, kAbsentInput);
+  fused_out_.assign(node_count, kAbsentInput);
+  fused_params_.assign(node_count, OpParams{});
+  skipped_.assign(node_count, false);
+  std::vector<size_t> producer(model_.values.size(), SIZE_MAX), readers(model_.values.size(), 0);
+  for (size_t i = 0; i < node_count; ++i) {
+    producer[model_.nodes[i].outputs[0]] = i;
+    for (uint32_t id : model_.nodes[i].inputs)
+      if (id != kAbsentInput) ++readers[id];
+  }
+  for (uint32_t id : model_.outputs) ++readers[id];
+  for (size_t j = 0; j < node_count; ++j) {
+    const Node& add = model_.nodes[j];
+    if (add.op->id != 10 || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) continue;
+    const uint32_t out = add.outputs[0];
+    for (int side = 0; side < 2; ++side) {
+      const uint32_t conv_out = add.inputs[size_t(side)], other = add.inputs[size_t(1 - side)];
+      const size_t i = producer[conv_out];
+      if (i == SIZE_MAX || readers[conv_out] != 1) continue;
+      const Node& conv = model_.nodes[i];
+      if (conv.op->id != 1 || !conv.op->run_prepared || conv.params.act.kind != kActNone) continue;
+      if (producer[other] != SIZE_MAX && producer[other] >= i) continue;  // not ready when the conv runs
+      if (model_.values[conv_out].dtype != kDtypeF32 || model_.values[other].dtype != kDtypeF32 ||
+          model_.values[out].dtype != kDtypeF32)
+        continue;
+      if (shapes[conv_out] != shapes[out] || shapes[other] != shapes[out]) continue;
+      fused_residual_[i] = other;
+      fused_out_[i] = out;
+      fused_params_[i] = conv.params;
+      fused_params_[i].act = add.params.act;
+      skipped_[j] = true;
+      break;
+    }
+  }
+}
+
 // Lifetimes in node indices; every node output gets an arena slot that no buffer live at the same
 // time overlaps. A node's output never shares memory with its inputs (their lifetimes meet at the
-// node), and graph inputs and constants live outside the arena.
+// node), and graph inputs and constants live outside the arena. A fused conv2d reads the residual
+// and writes the add's output at its own index, so the two never share memory either.
 void Session::plan() {
   planned_ = false;
   std::vector<Shape> shapes = infer_shapes(model_, input_shapes_);
+  plan_fusion(shapes);
   const size_t node_count = model_.nodes.size();
   std::vector<size_t> slot(model_.values.size(), SIZE_MAX);  // value -> index in plan
   std::vector<BufferPlan> plan;
   size_t max_inputs = 0, activation = 0;
   for (size_t i = 0; i < node_count; ++i) {
     const Node& node = model_.nodes[i];
-    max_inputs = std::max(max_inputs, node.inputs.size());
+    const uint32_t node_out = node.outputs[0];
+    activation += size_t(element_count(shapes[node_out], model_.values[node_out].name)) *
+                  dtype_size(model_.values[node_out].dtype);
+    if (skipped_[i]) continue;
+    max_inputs = std::max(max_inputs, node.inputs.size() + 2);  // + a fused residual after the bias
     for (uint32_t id : node.inputs)
       if (id != kAbsentInput && slot[id] != SIZE_MAX) plan[slot[id]].last = i;
-    const uint32_t out = node.outputs[0];
+    const uint32_t res = fused_residual_[i];
+    if (res != kAbsentInput && slot[res] != SIZE_MAX) plan[slot[res]].last = i;
+    const uint32_t out = res != kAbsentInput ? fused_out_[i] : node_out;
     const size_t bytes = size_t(element_count(shapes[out], model_.values[out].name)) * dtype_size(model_.values[out].dtype);
     slot[out] = plan.size();
     plan.push_back({out, 0, bytes, i, i});
-    activation += bytes;
   }
   for (uint32_t id : model_.outputs)
     if (slot[id] != SIZE_MAX) plan[slot[id]].last = node_count;
@@ -166,17 +216,24 @@ void Session::run() {
   require_bound();
   if (!planned_) plan();
   for (size_t i = 0; i < model_.nodes.size(); ++i) {
+    if (skipped_[i]) continue;  // an add run by the conv2d before it
     const Node& node = model_.nodes[i];
     scratch_.clear();  // capacity reserved by plan(): no allocation
     for (uint32_t id : node.inputs) {
       if (id == kAbsentInput) scratch_.push_back({nullptr, nullptr});
       else scratch_.push_back({value_data(id), &shapes_[id], model_.values[id].dtype});
     }
-    const uint32_t out = node.outputs[0];
+    const uint32_t res = fused_residual_[i];
+    if (res != kAbsentInput) {  // conv2d's 4th input: the bias slot first when the conv has none
+      while (scratch_.size() < 3) scratch_.push_back({nullptr, nullptr});
+      scratch_.push_back({value_data(res), &shapes_[res], kDtypeF32});
+    }
+    const uint32_t out = res != kAbsentInput ? fused_out_[i] : node.outputs[0];
+    const OpParams& params = res != kAbsentInput ? fused_params_[i] : node.params;
     const bool timed = !profile_ns_.empty();
     const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (node.op->run_prepared)
-      node.op->run_prepared(node.params, {states_[i].get(), pool_.get(), workspace_}, scratch_, buffers_[out], shapes_[out], kernels_);
+      node.op->run_prepared(params, {states_[i].get(), pool_.get(), workspace_}, scratch_, buffers_[out], shapes_[out], kernels_);
     else
       node.op->run(node.params, scratch_, buffers_[out], shapes_[out], kernels_);
     if (timed)

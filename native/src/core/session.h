@@ -56,6 +56,8 @@ class Session {
  private:
   void require_bound() const;
   void plan();  // shapes + arena for the bound input shapes
+  // conv2d -> add pairs run as one conv2d with the add's other operand as its residual.
+  void plan_fusion(const std::vector<Shape>& shapes);
   const float* value_data(uint32_t id) const;
 
   const Model& model_;
@@ -73,6 +75,11 @@ class Session {
   size_t arena_bytes_ = 0, activation_bytes_ = 0;
   std::vector<OpInput> scratch_;     // node inputs during run(), reserved by plan()
   std::vector<std::shared_ptr<const void>> states_;  // per node: what its op's prepare built
+  // Per node, from plan_fusion: a conv2d that runs an add too reads fused_residual_ (else
+  // kAbsentInput), writes fused_out_ with fused_params_ (the add's activation); the add is skipped.
+  std::vector<uint32_t> fused_residual_, fused_out_;
+  std::vector<OpParams> fused_params_;
+  std::vector<bool> skipped_;
   std::unique_ptr<ThreadPool> pool_;  // threads_ > 1 only
   std::vector<float> workspace_storage_;  // scratch of prepared ops (OpDef::workspace_floats)
   float* workspace_ = nullptr;            // 64-byte aligned in workspace_storage_
