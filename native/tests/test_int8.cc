@@ -582,8 +582,12 @@ bool dwconv_matches(const Level& lv, const DwCase& s, tiny::Rng& rng, int64_t c0
   ds::ds_qu8_conv2d__scalar(q, x.data(), w.data(), {bias.data(), mult.data(), shift.data()}, want.data());
   for (int64_t ch = 0; ch < s.c; ++ch)
     if (ch < c0 || ch >= c1) std::fill(want.begin() + ch * plane, want.begin() + (ch + 1) * plane, 0xCD);
-  std::vector<uint8_t> ws(size_t(ds::ds_qu8_dwconv_workspace(c)));
+  // 64 canary bytes past the workspace the kernel may use.
+  const size_t ws_bytes = size_t(ds::ds_qu8_dwconv_workspace(c));
+  std::vector<uint8_t> ws(ws_bytes + 64, 0xEE);
   lv.k->dwconv(q, x.data(), w.data(), {folded.data(), mult.data(), shift.data()}, ws.data(), got.data(), c0, c1);
+  for (size_t i = ws_bytes; i < ws.size(); ++i)
+    if (ws[i] != 0xEE) return false;
   return got == want;
 }
 
@@ -594,7 +598,7 @@ TEST(qu8_dwconv3x3_matches_the_reference_on_random_shapes) {
   if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
   tiny::Rng rng(11);
   // Widths around the 16- and 32-output blocks at both strides, heights down to one row.
-  const int64_t widths[] = {1, 2, 3, 4, 15, 16, 17, 31, 32, 33, 34, 35, 47, 63, 64, 65, 66, 67, 112, 113};
+  const int64_t widths[] = {1, 2, 3, 4, 7, 14, 15, 16, 17, 31, 32, 33, 34, 35, 47, 63, 64, 65, 66, 67, 112, 113, 130, 250};
   for (const Level& lv : levels) {
     int cases = 0;
     for (int64_t w : widths)
@@ -602,7 +606,7 @@ TEST(qu8_dwconv3x3_matches_the_reference_on_random_shapes) {
         for (int rep = 0; rep < 3; ++rep) {
           DwCase s;
           s.c = 1 + int64_t(rng.uniform(0, 4.99f));
-          s.h = 1 + int64_t(rng.uniform(0, 9.99f));
+          s.h = 1 + int64_t(rng.uniform(0, rep == 0 ? 39.99f : 9.99f));
           s.w = w;
           s.k = 3;
           s.stride_h = 1 + int64_t(rng.uniform(0, 1.99f));

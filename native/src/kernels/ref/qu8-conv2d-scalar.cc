@@ -92,11 +92,11 @@ void ds_u8_im2col__scalar(const Conv2dParams& p, int64_t channels, int32_t x_zp,
 
 // The depthwise kernels copy one channel at a time into a plane padded with x_zp on every side
 // (rows of ds_qu8_dw_padded_width elements, u8 or widened to int16), then run without bounds
-// checks; plus an int32 row.
+// checks; plus an int32 row, or a u8 plane of outputs.
 int64_t ds_qu8_dwconv_workspace(const Conv2dParams& p) {
   const int64_t hp = (p.oh - 1) * p.stride_h + (p.kh - 1) * p.dil_h + 1;
   const int64_t wp = ds_qu8_dw_padded_width(p);
-  return 2 * hp * wp + 64 + 4 * (p.ow + 64);
+  return 3 * hp * wp + 256 + 4 * (p.ow + 64);
 }
 
 extern const QKernels ds_qkernels__scalar = {"scalar", nullptr, nullptr, nullptr};
