@@ -152,50 +152,60 @@ void im2col(const Conv2dParams& p, int64_t channels, int32_t x_zp, const uint8_t
 // Four packed weights as one int32 to broadcast (the packed buffer is bytes).
 typedef int32_t __attribute__((may_alias, aligned(1))) packed_i32;
 
+// Rows [i0, i0 + rows) x columns [j0, j0 + cols) from packed panels wp (8 rows) and xp (32
+// columns); rc holds the epilogue constants of row i0.
+inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, const uint8_t* xp, int64_t i0,
+                      int64_t rows, int64_t j0, int64_t cols, const RequantChannel* rc, const RequantRange& range) {
+  // Accumulators start at the bias (rows past m: 0). Every index is a constant after unrolling,
+  // so they stay in registers.
+  __m512i acc[kMr][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_set1_epi32(r < rows ? p.ch.bias[i0 + r] : 0);
+  for (int64_t g = 0; g < g_count; ++g) {
+    const __m512i x0 = _mm512_loadu_si512(xp + g * kNr * kKr);
+    const __m512i x1 = _mm512_loadu_si512(xp + g * kNr * kKr + 64);
+    const packed_i32* wg = reinterpret_cast<const packed_i32*>(wp + g * kMr * kKr);
+#pragma GCC unroll 8
+    for (int r = 0; r < kMr; ++r) {
+      const __m512i wb = _mm512_set1_epi32(wg[r]);
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x0, wb);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x1, wb);
+    }
+  }
+  alignas(64) int32_t out[kMr][kNr];
+#pragma GCC unroll 8
+  for (int r = 0; r < kMr; ++r) {
+    _mm512_store_si512(out[r], acc[r][0]);
+    _mm512_store_si512(out[r] + 16, acc[r][1]);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* yr = p.y + (i0 + r) * p.y_row_stride + j0;
+    _mm_mask_storeu_epi8(yr, qu8_mask16(cols), requant16(_mm512_load_si512(out[r]), rc[r], range));
+    if (cols > 16)
+      _mm_mask_storeu_epi8(yr + 16, qu8_mask16(cols - 16), requant16(_mm512_load_si512(out[r] + 16), rc[r], range));
+  }
+}
+
 void gemm(const QGemmParams& p) {
   const int64_t g_count = groups(p.k);
   const int8_t* wbase = static_cast<const int8_t*>(p.w);
   const uint8_t* xbase = static_cast<const uint8_t*>(p.x);
-  // Blocks of rows whose packed weights stay in L2 (about 256 KiB); in a block, pixels outside
-  // and channels inside: a panel of packed activations (k * 32 bytes) stays in L1 while every row
-  // tile of the block passes over it.
-  const int64_t block = std::max<int64_t>(1, (256 * 1024) / (kMr * g_count * kKr)) * kMr;
-  for (int64_t b0 = 0; b0 < p.m; b0 += block)
-  for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
-    const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
-    const int64_t cols = p.n - j0 < kNr ? p.n - j0 : kNr;
-    for (int64_t i0 = b0; i0 < std::min(p.m, b0 + block); i0 += kMr) {
-      const int8_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
-      const int64_t rows = p.m - i0 < kMr ? p.m - i0 : kMr;
-      // Accumulators start at the bias (rows past m: 0). Every index is a constant after
-      // unrolling, so they stay in registers.
-      __m512i acc[kMr][2];
-#pragma GCC unroll 8
-      for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_set1_epi32(r < rows ? p.ch.bias[i0 + r] : 0);
-      for (int64_t g = 0; g < g_count; ++g) {
-        const __m512i x0 = _mm512_loadu_si512(xp + g * kNr * kKr);
-        const __m512i x1 = _mm512_loadu_si512(xp + g * kNr * kKr + 64);
-        const packed_i32* wg = reinterpret_cast<const packed_i32*>(wp + g * kMr * kKr);
-#pragma GCC unroll 8
-        for (int r = 0; r < kMr; ++r) {
-          const __m512i wb = _mm512_set1_epi32(wg[r]);
-          acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], x0, wb);
-          acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x1, wb);
-        }
-      }
-      alignas(64) int32_t out[kMr][kNr];
-#pragma GCC unroll 8
-      for (int r = 0; r < kMr; ++r) {
-        _mm512_store_si512(out[r], acc[r][0]);
-        _mm512_store_si512(out[r] + 16, acc[r][1]);
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = i0 + r;
-        const Requant16 requant(p.ch.multiplier[i], p.ch.shift[i], p.out);
-        uint8_t* yr = p.y + i * p.y_row_stride + j0;
-        _mm_mask_storeu_epi8(yr, qu8_mask16(cols), requant(_mm512_load_si512(out[r])));
-        if (cols > 16) _mm_mask_storeu_epi8(yr + 16, qu8_mask16(cols - 16), requant(_mm512_load_si512(out[r] + 16)));
-      }
+  // Blocks of rows whose packed weights stay in L2 (about 256 KiB), at most kBlockRows so that
+  // their epilogue constants are computed once; in a block, pixels outside and channels inside:
+  // a panel of packed activations (k * 32 bytes) stays in L1 while every row tile passes over it.
+  constexpr int64_t kBlockRows = 256;
+  const int64_t block = std::min(kBlockRows, std::max<int64_t>(1, (256 * 1024) / (kMr * g_count * kKr)) * kMr);
+  const RequantRange range(p.out);
+  alignas(64) RequantChannel rc[kBlockRows];
+  for (int64_t b0 = 0; b0 < p.m; b0 += block) {
+    const int64_t b1 = std::min(p.m, b0 + block);
+    for (int64_t i = b0; i < b1; ++i) rc[i - b0].set(p.ch.multiplier[i], p.ch.shift[i]);
+    for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
+      const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
+      const int64_t cols = std::min<int64_t>(kNr, p.n - j0);
+      for (int64_t i0 = b0; i0 < b1; i0 += kMr)
+        gemm_tile(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xp, i0, std::min<int64_t>(kMr, p.m - i0), j0,
+                  cols, rc + (i0 - b0), range);
     }
   }
 }

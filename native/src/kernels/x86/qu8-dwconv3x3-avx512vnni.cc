@@ -13,7 +13,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/qu8.h"
 #include "kernels/x86/qu8-requant-avx512.h"
@@ -98,7 +97,12 @@ void dwconv3x3_s1_grid(const QConv2dParams& q, const uint8_t* x, const int8_t* w
                        requant(_mm512_permutex2var_epi32(even, second, odd)));
     }
     uint8_t* yc = y + c * p.oh * p.ow;
-    for (int64_t oy = 0; oy < p.oh; ++oy) std::memcpy(yc + oy * p.ow, grid + oy * wq, size_t(p.ow));
+    // Short rows: masked moves, not a library call per row.
+    for (int64_t oy = 0; oy < p.oh; ++oy)
+      for (int64_t i = 0; i < p.ow; i += 64) {
+        const __mmask64 m = p.ow - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (p.ow - i)) - 1;
+        _mm512_mask_storeu_epi8(yc + oy * p.ow + i, m, _mm512_maskz_loadu_epi8(m, grid + oy * wq + i));
+      }
   }
 }
 

@@ -58,6 +58,48 @@ struct Requant16 {
   }
 };
 
+// The same epilogue for many channels, as in the GEMM: per channel four int64 constants that
+// broadcast straight from memory (the shifts by vpsravq), and the output range shared by all.
+struct RequantChannel {
+  int64_t mult, round, count, count_odd;
+  void set(int32_t multiplier, int32_t shift) {
+    const int n = 31 + shift;
+    mult = multiplier;
+    round = int64_t(1) << (n - 1);
+    count = n;
+    count_odd = n >= 32 ? n - 32 : 0;
+  }
+};
+
+struct RequantRange {
+  __m512i y_zp, lo32, hi32, lo64, hi64;
+  explicit RequantRange(const QuantOut& q)
+      : y_zp(_mm512_set1_epi32(q.y_zp)),
+        lo32(_mm512_set1_epi32(q.act_min)),
+        hi32(_mm512_set1_epi32(q.act_max)),
+        lo64(_mm512_set1_epi64(q.act_min - q.y_zp)),
+        hi64(_mm512_set1_epi64(q.act_max - q.y_zp)) {}
+};
+
+// Requant16's arithmetic with those constants.
+inline __m128i requant16(__m512i acc, const RequantChannel& c, const RequantRange& r) {
+  const __m512i mult = _mm512_set1_epi64(c.mult), round = _mm512_set1_epi64(c.round);
+  const __m512i count = _mm512_set1_epi64(c.count);
+  __m512i even = _mm512_add_epi64(_mm512_mul_epi32(acc, mult), round);
+  __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), mult), round);
+  if (c.count >= 32) {
+    even = _mm512_srav_epi64(even, count);
+    odd = _mm512_srav_epi64(odd, _mm512_set1_epi64(c.count_odd));
+    __m512i v = _mm512_add_epi32(_mm512_mask_blend_epi32(0xAAAA, even, odd), r.y_zp);
+    v = _mm512_min_epi32(_mm512_max_epi32(v, r.lo32), r.hi32);
+    return _mm512_cvtepi32_epi8(v);
+  }
+  even = _mm512_max_epi64(_mm512_min_epi64(_mm512_srav_epi64(even, count), r.hi64), r.lo64);
+  odd = _mm512_max_epi64(_mm512_min_epi64(_mm512_srav_epi64(odd, count), r.hi64), r.lo64);
+  const __m512i v = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  return _mm512_cvtepi32_epi8(_mm512_add_epi32(v, r.y_zp));
+}
+
 inline __mmask16 qu8_mask16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
 
 }  // namespace
