@@ -141,6 +141,7 @@ struct Shape {
   const char* label;
   int64_t m, n, k;
   bool pack_b;  // dense form: B (weights^T) packed, A = activations
+  bool pack_a_too = false;  // conv "pixels" form: A = packed im2col^T, B = packed weights^T
 };
 
 }  // namespace
@@ -174,6 +175,9 @@ int main(int argc, char** argv) {
       {"square 1024", 1024, 1024, 1024, false},
       {"conv 3x3 56x56 64->64 (M=64 K=576 N=3136)", 64, 3136, 576, false},
       {"conv 3x3 14x14 256->256 (M=256 K=2304 N=196)", 256, 196, 2304, false},
+      {"conv 3x3 14x14 256->256 as pixels (M=196 K=2304 N=256)", 196, 256, 2304, true, true},
+      {"conv 3x3 7x7 512->512 as pixels (M=49 K=4608 N=512)", 49, 512, 4608, true, true},
+      {"conv 1x1 28x28 128->256 (M=256 K=128 N=784)", 256, 784, 128, false},
       {"fc 1280->1000 as W.x (M=1000 K=1280 N=1)", 1000, 1, 1280, false},
       {"fc 1280->1000 as x.W^T (M=1 K=1280 N=1000, B packed)", 1, 1000, 1280, true},
   };
@@ -192,6 +196,11 @@ int main(int argc, char** argv) {
       p.m = s.m, p.n = s.n, p.k = s.k;
       if (s.pack_b) {
         p.a = {a.data(), s.k, 1, false};
+        if (s.pack_a_too) {
+          ap.resize(size_t(ds::gemm_packed_a_size(g, s.m, s.k)));
+          ds::gemm_pack_a(g, s.m, s.k, a.data(), s.k, 1, ap.data());
+          p.a = {ap.data(), 0, 0, true};
+        }
         bp.resize(size_t(ds::gemm_packed_b_size(g, s.k, s.n)));
         ds::gemm_pack_b(g, s.k, s.n, b.data(), s.n, 1, bp.data());
         p.b = {bp.data(), 0, 0, true};

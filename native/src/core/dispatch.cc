@@ -167,9 +167,14 @@ void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPoo
     g.gemm(p, workspace);
     return;
   }
-  const bool split_n = n_tiles >= threads || n_tiles >= m_tiles;
+  // Several tasks per thread, handed out dynamically, so that partial tiles at the edge and a
+  // thread that starts late even out (one task per thread left up to a tile's worth idle). Split
+  // along M only when N has too few tiles; then, if B is packed inside the GEMM, each task packs
+  // all of it, so keep one task per thread.
+  const bool split_n = n_tiles >= 2 * threads || n_tiles >= m_tiles;
   const int64_t tiles = split_n ? n_tiles : m_tiles;
-  const int64_t per_task = (tiles + threads - 1) / threads;
+  const int64_t want_tasks = split_n || p.b.packed ? 4 * int64_t(threads) : int64_t(threads);
+  const int64_t per_task = std::max<int64_t>(1, (tiles + want_tasks - 1) / want_tasks);
   const int64_t tasks = (tiles + per_task - 1) / per_task;
   pool.parallel_for(tasks, [&](int64_t task, int thread) {
     const int64_t t0 = task * per_task, t1 = t0 + per_task < tiles ? t0 + per_task : tiles;
