@@ -691,13 +691,19 @@ TEST(qu8_elementwise_kernels_match_the_reference) {
 
 TEST(u8_maxpool2d_matches_a_plain_loop) {
   tiny::Rng rng(13);
-  for (int rep = 0; rep < 300; ++rep) {
+  for (int rep = 0; rep < 310; ++rep) {
     ds::Pool2dParams p{};
     p.n = 1, p.c = 1 + int64_t(rng.uniform(0, 2.99f));
     p.h = 1 + int64_t(rng.uniform(0, 12.99f)), p.w = 1 + int64_t(rng.uniform(0, 40.99f));
     p.kh = 1 + int64_t(rng.uniform(0, 3.99f)), p.kw = 1 + int64_t(rng.uniform(0, 3.99f));
+    if (rep >= 300) {  // rows longer than the kernel's row buffer, and a window wider than it
+      p.c = 1, p.h = 2, p.w = 9000 + rep;
+      if (rep >= 305) p.kw = 4100;
+    }
+    const bool stem = rep % 3 == 0 && rep < 300;  // 3 wide at stride 2, the kernel's fast case
     p.stride_h = 1 + int64_t(rng.uniform(0, 2.99f)), p.stride_w = 1 + int64_t(rng.uniform(0, 2.99f));
     p.dil_h = 1 + int64_t(rng.uniform(0, 1.99f)), p.dil_w = 1 + int64_t(rng.uniform(0, 1.99f));
+    if (stem) p.kw = 3, p.stride_w = 2, p.dil_w = 1, p.w = 20 + int64_t(rng.uniform(0, 80.99f));
     // Padding below the window so that every window holds an input element.
     p.pad_top = int64_t(rng.uniform(0, float(p.kh) - 0.01f)), p.pad_left = int64_t(rng.uniform(0, float(p.kw) - 0.01f));
     p.pad_bottom = p.pad_top, p.pad_right = p.pad_left;

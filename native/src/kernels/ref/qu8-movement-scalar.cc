@@ -8,25 +8,86 @@
 
 namespace ds {
 
+namespace {
+
+// The maximum over the taps of output column ox that fall in the buffered input columns.
+inline uint8_t tap_max(const Pool2dParams& p, const uint8_t* col_max, int64_t ix0, int64_t ix1, int64_t ox) {
+  const int64_t first = ox * p.stride_w - p.pad_left;  // input column of tap kx = 0
+  uint8_t m = 0;
+  for (int64_t kx = 0; kx < p.kw; ++kx) {
+    const int64_t ix = first + kx * p.dil_w;
+    if (ix >= ix0 && ix < ix1) m = std::max(m, col_max[ix - ix0]);
+  }
+  return m;
+}
+
+// dst[i] = max(dst[i], src[i]) in blocks of a fixed 16 bytes, which compilers turn into vector
+// code at -O2 when the pointers cannot alias.
+inline void max_into(uint8_t* __restrict dst, const uint8_t* __restrict src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int j = 0; j < 16; ++j) dst[i + j] = std::max(dst[i + j], src[i + j]);
+  for (; i < n; ++i) dst[i] = std::max(dst[i], src[i]);
+}
+
+// y[j] = max(c[2j], c[2j + 1], c[2j + 2]) for j < 16: a 3-wide window at stride 2.
+inline void max3_stride2_16(uint8_t* __restrict y, const uint8_t* __restrict c) {
+  for (int j = 0; j < 16; ++j) y[j] = std::max(std::max(c[2 * j], c[2 * j + 1]), c[2 * j + 2]);
+}
+
+}  // namespace
+
 void ds_u8_maxpool2d__scalar(const Pool2dParams& p, const uint8_t* x, uint8_t* y) {
-  const int64_t s = p.stride_w;
+  // Per output row: the maximum down the window's rows first (one pass over contiguous bytes),
+  // then across the window's columns of that row. Rows wider than the buffer go in pieces of
+  // output columns.
+  constexpr int64_t kRow = 4096;
+  uint8_t col_max[kRow];
+  const int64_t s = p.stride_w, span = (p.kw - 1) * p.dil_w + 1;
+  if (span > kRow) {  // a window wider than the buffer: one output at a time
+    for (int64_t plane = 0; plane < p.n * p.c; ++plane)
+      for (int64_t oy = 0; oy < p.oh; ++oy)
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          uint8_t m = 0;
+          for (int64_t ky = 0; ky < p.kh; ++ky) {
+            const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+            if (iy < 0 || iy >= p.h) continue;
+            for (int64_t kx = 0; kx < p.kw; ++kx) {
+              const int64_t ix = ox * s - p.pad_left + kx * p.dil_w;
+              if (ix >= 0 && ix < p.w) m = std::max(m, x[(plane * p.h + iy) * p.w + ix]);
+            }
+          }
+          y[(plane * p.oh + oy) * p.ow + ox] = m;
+        }
+    return;
+  }
+  const int64_t piece = (kRow - span) / s + 1;  // output columns per piece
   for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
     const uint8_t* xp = x + plane * p.h * p.w;
     uint8_t* yp = y + plane * p.oh * p.ow;
     for (int64_t oy = 0; oy < p.oh; ++oy) {
-      uint8_t* yr = yp + oy * p.ow;
-      std::memset(yr, 0, size_t(p.ow));  // every window holds an input element (the op's checks)
-      for (int64_t ky = 0; ky < p.kh; ++ky) {
-        const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
-        if (iy < 0 || iy >= p.h) continue;
-        const uint8_t* xr = xp + iy * p.w;
-        for (int64_t kx = 0; kx < p.kw; ++kx) {
-          // Output columns [lo, hi) read tap kx inside the row; the others skip it.
-          const int64_t base = kx * p.dil_w - p.pad_left;  // ix = ox * s + base
-          const int64_t lo = std::min(p.ow, base >= 0 ? 0 : (-base + s - 1) / s);
-          const int64_t hi = std::max(lo, std::min(p.ow, p.w - base <= 0 ? 0 : (p.w - base + s - 1) / s));
-          for (int64_t ox = lo; ox < hi; ++ox) yr[ox] = std::max(yr[ox], xr[ox * s + base]);
+      for (int64_t ox0 = 0; ox0 < p.ow; ox0 += piece) {
+        const int64_t ox1 = std::min(p.ow, ox0 + piece);
+        // Input columns [ix0, ix1) that this piece reads, clipped to the row.
+        const int64_t ix0 = std::max<int64_t>(0, ox0 * s - p.pad_left);
+        const int64_t ix1 = std::min(p.w, (ox1 - 1) * s - p.pad_left + span);
+        const int64_t n = ix1 - ix0;
+        std::memset(col_max, 0, size_t(std::max<int64_t>(0, n)));  // every window holds an input element
+        for (int64_t ky = 0; ky < p.kh; ++ky) {
+          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+          if (iy < 0 || iy >= p.h) continue;
+          max_into(col_max, xp + iy * p.w + ix0, n);
         }
+        uint8_t* yr = yp + oy * p.ow;
+        // 3 wide, stride 2 (the ResNet stem): the columns whose taps all fall inside [ix0, ix1) in
+        // blocks of 16, without bounds checks; the rest tap by tap.
+        int64_t ox = ox0;
+        if (p.kw == 3 && p.dil_w == 1 && s == 2) {
+          while (ox < ox1 && ox * s - p.pad_left < ix0) yr[ox] = tap_max(p, col_max, ix0, ix1, ox), ++ox;
+          for (; ox + 16 <= ox1 && (ox + 15) * 2 - p.pad_left + 2 < ix1; ox += 16)
+            max3_stride2_16(yr + ox, col_max + (ox * 2 - p.pad_left - ix0));
+        }
+        for (; ox < ox1; ++ox) yr[ox] = tap_max(p, col_max, ix0, ix1, ox);
       }
     }
   }
