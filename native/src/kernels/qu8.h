@@ -3,6 +3,7 @@
 // ds_u8_* / ds_x8_* move bytes. Pure functions on pointers, like kernels/kernels.h.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/kernels.h"
@@ -126,6 +127,34 @@ int64_t ds_qu8_dwconv_workspace(const Conv2dParams& p);
 inline int64_t ds_qu8_dw_padded_width(const Conv2dParams& p) {
   return ((p.ow - 1) * p.stride_w + (p.kw - 1) * p.dil_w + 1 + 64 + 63) / 64 * 64;
 }
+// The 3x3 depthwise kernels (stride 1 or 2 across, dilation 1) widen a few channels at a time
+// into int16 planes padded with x_zp, rows of wq elements (the padded input width, or what the
+// outputs read), before computing any of them; with stride 1 both ways the outputs go to a u8
+// grid of the same row length first (kernels/x86/qu8-dwconv3x3-avx512vnni.cc).
+struct QDw3x3Layout {
+  int64_t hp, wq;         // plane rows and row length
+  int64_t plane_len;      // int16 elements of a plane, the reads past its last row included
+  int64_t grid_len;       // u8 outputs of the stride-1 grid; 0 for the other strides
+  int64_t channel_bytes;  // 2 * plane_len + grid_len, rounded up to 64
+  int64_t group;          // channels widened together
+};
+inline QDw3x3Layout ds_qu8_dw3x3_layout(const Conv2dParams& p) {
+  QDw3x3Layout l;
+  if (p.stride_h == 1 && p.stride_w == 1) {
+    l.hp = p.oh + 2, l.wq = p.ow + 2;
+    const int64_t blocks = ((p.oh - 1) * l.wq + p.ow + 31) / 32;  // 32 grid positions each
+    l.plane_len = (blocks * 32 + 2 * l.wq + 2 + 31) / 32 * 32;
+    l.grid_len = blocks * 32;
+  } else {
+    l.hp = (p.oh - 1) * p.stride_h + 3, l.wq = (p.ow - 1) * p.stride_w + 3;
+    l.plane_len = (l.hp * l.wq + 2 * p.ow + 64 + 31) / 32 * 32;
+    l.grid_len = 0;
+  }
+  l.channel_bytes = (2 * l.plane_len + l.grid_len + 63) / 64 * 64;
+  l.group = std::max<int64_t>(1, std::min<int64_t>(8, 32768 / l.channel_bytes));
+  return l;
+}
+
 using QDwConvKernel = void (*)(const QConv2dParams& p, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
                                uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 // Any window (src/kernels/x86/qu8-dwconv-impl.h), and 3x3 with stride 1 or 2 across, which runs

@@ -90,13 +90,16 @@ void ds_u8_im2col__scalar(const Conv2dParams& p, int64_t channels, int32_t x_zp,
   }
 }
 
-// The depthwise kernels copy one channel at a time into a plane padded with x_zp on every side
-// (rows of ds_qu8_dw_padded_width elements, u8 or widened to int16), then run without bounds
-// checks; plus an int32 row, or a u8 plane of outputs.
+// The generic depthwise kernels copy one channel at a time into a u8 plane padded with x_zp on
+// every side (rows of ds_qu8_dw_padded_width bytes), then run without bounds checks; plus an int32
+// row. The 3x3 ones take ds_qu8_dw3x3_layout.
 int64_t ds_qu8_dwconv_workspace(const Conv2dParams& p) {
   const int64_t hp = (p.oh - 1) * p.stride_h + (p.kh - 1) * p.dil_h + 1;
   const int64_t wp = ds_qu8_dw_padded_width(p);
-  return 3 * hp * wp + 256 + 4 * (p.ow + 64);
+  const int64_t generic = hp * wp + 64 + 4 * (p.ow + 64);
+  if (p.kh != 3 || p.kw != 3) return generic;
+  const QDw3x3Layout l = ds_qu8_dw3x3_layout(p);
+  return std::max(generic, l.group * l.channel_bytes);
 }
 
 extern const QKernels ds_qkernels__scalar = {"scalar", nullptr, nullptr, nullptr};
