@@ -1,7 +1,7 @@
 // The SIMD elementwise kernels (add/sub/mul/div with broadcasting, relu, the activation op)
 // against the scalar ones, bit for bit, at every level this machine runs: random shapes of rank
 // 1-5 with random broadcast axes, lengths around the vector widths (tails), every activation
-// code, and special values (NaN, +-0, +-inf).
+// code, and special values (NaN, +-0, +-inf). Global average pooling within one ulp.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -142,4 +142,33 @@ TEST(tables_use_the_simd_kernels) {
   if (ds::isa_available(ds::Isa::kAvx2)) CHECK(ds::kernels_for(ds::Isa::kAvx2).add == ds::ds_f32_vadd__avx2);
   if (ds::isa_available(ds::Isa::kAvx512)) CHECK(ds::kernels_for(ds::Isa::kAvx512).relu == ds::ds_f32_relu__avx512);
   CHECK(ds::kernels_for(ds::Isa::kScalar).add == ds::ds_f32_vadd__scalar);
+}
+
+TEST(global_avgpool_kernels_match_scalar) {
+  tiny::Rng rng(13);
+  int ran = 0;
+  for (int64_t size : {1, 3, 7, 8, 9, 15, 16, 17, 31, 49, 64, 169, 1000, 100003}) {
+    const int64_t planes = size > 1000 ? 2 : 5;
+    std::vector<float> x(static_cast<size_t>(planes * size));
+    for (float& v : x) v = rng.uniform(-4, 4) + (rng.below(2) ? 100.0f : 0.0f);  // some planes far from 0
+    std::vector<float> want(static_cast<size_t>(planes));
+    ds::ds_f32_global_avgpool__scalar(planes, size, x.data(), want.data());
+    for (ds::Isa isa : kLevels) {
+      if (!ds::isa_available(isa)) continue;
+      ++ran;
+      std::vector<float> got(static_cast<size_t>(planes) + 1, 7.0f);
+      (isa == ds::Isa::kAvx512 ? ds::ds_f32_global_avgpool__avx512 : ds::ds_f32_global_avgpool__avx2)(
+          planes, size, x.data(), got.data());
+      for (int64_t p = 0; p < planes; ++p) {
+        // Both sum in double, in different orders: the float results agree to the last bit but for
+        // a rounding tie, so allow one ulp.
+        const float w = want[size_t(p)], g = got[size_t(p)];
+        CHECK_MSG(std::fabs(g - w) <= std::fabs(w) * 1.2e-7f + 1e-30f,
+                  std::string(ds::isa_name(isa)) + " size " + std::to_string(size) + ": " + std::to_string(g) +
+                      " vs " + std::to_string(w));
+      }
+      CHECK(got.back() == 7.0f);
+    }
+  }
+  if (ran == 0) SKIP("no SIMD level on this machine");
 }

@@ -56,11 +56,13 @@ KernelTable with_level(const char* isa, const GemmKernels* gemm, DwConv3x3Fn dwc
 }
 
 KernelTable with_elementwise(KernelTable t, BinaryKernel add, BinaryKernel sub, BinaryKernel mul, BinaryKernel div,
-                             ReluKernel relu, ActivationKernel activation, GemvKernel gemv) {
+                             ReluKernel relu, ActivationKernel activation, GemvKernel gemv,
+                             GlobalPoolKernel global_avgpool) {
   t.add = add, t.sub = sub, t.mul = mul, t.div = div;
   t.relu = relu;
   t.activation = activation;
   t.gemv = gemv;
+  t.global_avgpool = global_avgpool;
   return t;
 }
 
@@ -136,10 +138,11 @@ const KernelTable& kernels_for(Isa isa) {
   // The elementwise and dense-at-batch-1 kernels of each level.
   static const KernelTable avx2_e = with_elementwise(avx2, ds_f32_vadd__avx2, ds_f32_vsub__avx2, ds_f32_vmul__avx2,
                                                      ds_f32_vdiv__avx2, ds_f32_relu__avx2, ds_f32_activation__avx2,
-                                                     ds_f32_gemv__avx2);
+                                                     ds_f32_gemv__avx2, ds_f32_global_avgpool__avx2);
   static const KernelTable avx512_e =
       with_elementwise(avx512, ds_f32_vadd__avx512, ds_f32_vsub__avx512, ds_f32_vmul__avx512, ds_f32_vdiv__avx512,
-                       ds_f32_relu__avx512, ds_f32_activation__avx512, ds_f32_gemv__avx512);
+                       ds_f32_relu__avx512, ds_f32_activation__avx512, ds_f32_gemv__avx512,
+                       ds_f32_global_avgpool__avx512);
   // int8: AVX2 kernels (vpmaddwd) up to AVX-512 without VNNI; vpdpbusd with it.
   static const KernelTable avx2_q = with_q(avx2_e, "avx2", &ds_qkernels__avx2);
   static const KernelTable avx512_q = with_q(avx512_e, "avx512", &ds_qkernels__avx2);
@@ -169,11 +172,12 @@ void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPoo
   }
   // Several tasks per thread, handed out dynamically, so that partial tiles at the edge and a
   // thread that starts late even out (one task per thread left up to a tile's worth idle). Split
-  // along M only when N has too few tiles; then, if B is packed inside the GEMM, each task packs
-  // all of it, so keep one task per thread.
+  // along M only when N has too few tiles. Each task packs all of the operand it does not split
+  // when that one is unpacked (A for an N split, B for an M split): then one task per thread.
   const bool split_n = n_tiles >= 2 * threads || n_tiles >= m_tiles;
   const int64_t tiles = split_n ? n_tiles : m_tiles;
-  const int64_t want_tasks = split_n || p.b.packed ? 4 * int64_t(threads) : int64_t(threads);
+  const bool other_packed = split_n ? p.a.packed : p.b.packed;
+  const int64_t want_tasks = other_packed ? 4 * int64_t(threads) : int64_t(threads);
   const int64_t per_task = std::max<int64_t>(1, (tiles + want_tasks - 1) / want_tasks);
   const int64_t tasks = (tiles + per_task - 1) / per_task;
   pool.parallel_for(tasks, [&](int64_t task, int thread) {
