@@ -133,7 +133,7 @@ inline int64_t ds_qu8_dw_padded_width(const Conv2dParams& p) {
 // grid of the same row length first (kernels/x86/qu8-dwconv3x3-avx512vnni.cc).
 struct QDw3x3Layout {
   int64_t hp, wq;         // plane rows and row length
-  int64_t plane_len;      // int16 elements of a plane, the reads past its last row included
+  int64_t plane_len;      // int16 elements of a plane: 32 past its last row, and every read
   int64_t grid_len;       // u8 outputs of the stride-1 grid; 0 for the other strides
   int64_t channel_bytes;  // 2 * plane_len + grid_len, rounded up to 64
   int64_t group;          // channels widened together
@@ -143,7 +143,7 @@ inline QDw3x3Layout ds_qu8_dw3x3_layout(const Conv2dParams& p) {
   if (p.stride_h == 1 && p.stride_w == 1) {
     l.hp = p.oh + 2, l.wq = p.ow + 2;
     const int64_t blocks = ((p.oh - 1) * l.wq + p.ow + 31) / 32;  // 32 grid positions each
-    l.plane_len = (blocks * 32 + 2 * l.wq + 2 + 31) / 32 * 32;
+    l.plane_len = (std::max(blocks * 32 + 2 * l.wq + 2, l.hp * l.wq + 32) + 31) / 32 * 32;
     l.grid_len = blocks * 32;
   } else {
     l.hp = (p.oh - 1) * p.stride_h + 3, l.wq = (p.ow - 1) * p.stride_w + 3;

@@ -20,39 +20,51 @@
 namespace ds {
 namespace {
 
-// [a, b] as two int16 in one int32 lane.
-inline __m512i weight_pair(int a, int b) {
-  return _mm512_set1_epi32(int32_t(uint32_t(uint16_t(int16_t(a))) | (uint32_t(uint16_t(int16_t(b))) << 16)));
-}
-
 inline __mmask32 mask32(int64_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
 
+// Lanes [lo, hi) of 32, clipped to 0..32.
+inline __mmask32 lanes32(int64_t lo, int64_t hi) {
+  lo = std::max<int64_t>(lo, 0), hi = std::min<int64_t>(hi, 32);
+  return hi <= lo ? 0 : __mmask32((~0u >> (32 - (hi - lo))) << lo);
+}
+
 // Channel xc into its padded plane (layout l): the input rows at row pad_top on, columns at
-// pad_left on; x_zp elsewhere.
+// pad_left on; x_zp elsewhere. Each plane row is written once, 32 elements at a time from a
+// masked load of the input row (the lanes outside it take x_zp); a row's last store runs into
+// the next row, which overwrites it.
 void widen_plane(const Conv2dParams& p, const QDw3x3Layout& l, int32_t x_zp, const uint8_t* xc, int16_t* plane) {
   const __m512i zp = _mm512_set1_epi16(int16_t(x_zp));
-  for (int64_t i = 0; i < l.plane_len; i += 32) _mm512_storeu_si512(plane + i, zp);
-  const int64_t n = std::min<int64_t>(p.w, l.wq - p.pad_left);  // input columns inside a row
-  const int64_t rows = std::min<int64_t>(p.h, l.hp - p.pad_top);
-  for (int64_t iy = 0; iy < rows; ++iy) {
-    int16_t* row = plane + (iy + p.pad_top) * l.wq + p.pad_left;
-    for (int64_t i = 0; i < n; i += 32) {
-      const __mmask32 m = mask32(n - i);
-      _mm512_mask_storeu_epi16(row + i, m, _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, xc + iy * p.w + i)));
+  for (int64_t py = 0; py < l.hp; ++py) {
+    int16_t* row = plane + py * l.wq;
+    const int64_t iy = py - p.pad_top;
+    if (iy < 0 || iy >= p.h) {
+      for (int64_t i = 0; i < l.wq; i += 32) _mm512_storeu_si512(row + i, zp);
+      continue;
+    }
+    const uint8_t* xr = xc + iy * p.w;
+    for (int64_t i = 0; i < l.wq; i += 32) {
+      // Plane columns i + j hold input columns i + j - pad_left.
+      const __mmask32 m = lanes32(p.pad_left - i, p.w + p.pad_left - i);
+      const __m256i bytes = _mm256_maskz_loadu_epi8(m, xr + (i - p.pad_left));
+      _mm512_storeu_si512(row + i, _mm512_mask_cvtepu8_epi16(zp, m, bytes));
     }
   }
+  // The reads past the last row (plane_len is a multiple of 32, at least 32 past the rows).
+  for (int64_t i = l.hp * l.wq; i < l.plane_len; i += 32) _mm512_storeu_si512(plane + std::min(i, l.plane_len - 32), zp);
 }
 
 inline __m512i load(const int16_t* p) { return _mm512_loadu_si512(p); }
 
-// The weights of one channel as pairs: [w0, w1], [w2, 0] and [0, w2] of each kernel row.
+// The weights of one channel as pairs: [w0, w1], [w2, 0] and [0, w2] of each kernel row, picked
+// by vpermw from the nine weights widened to int16 (element 15 is 0).
 struct Weights3x3 {
   __m512i w01[3], w20[3], w02[3];
   explicit Weights3x3(const int8_t* wc) {
+    const __m512i v = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(0x1FF, wc));
     for (int ky = 0; ky < 3; ++ky) {
-      w01[ky] = weight_pair(wc[ky * 3], wc[ky * 3 + 1]);
-      w20[ky] = weight_pair(wc[ky * 3 + 2], 0);
-      w02[ky] = weight_pair(0, wc[ky * 3 + 2]);
+      w01[ky] = _mm512_permutexvar_epi16(_mm512_set1_epi32((3 * ky + 1) << 16 | 3 * ky), v);
+      w20[ky] = _mm512_permutexvar_epi16(_mm512_set1_epi32(15 << 16 | (3 * ky + 2)), v);
+      w02[ky] = _mm512_permutexvar_epi16(_mm512_set1_epi32((3 * ky + 2) << 16 | 15), v);
     }
   }
 };
