@@ -110,48 +110,63 @@ void requant_row(const int32_t* acc, int64_t n, int32_t bias, int32_t mult, int3
   for (; i < n; ++i) y[i] = qu8_clamp(q.y_zp + qu8_requant(int64_t(acc[i]) + bias, mult, shift), q.act_min, q.act_max);
 }
 
+// Two packed int16 weights as one int32 to broadcast.
+typedef int32_t __attribute__((may_alias, aligned(2))) packed_i32;
+
+// Rows [i0, i0 + rows) x columns [j0, j0 + cols) from packed panels wp (4 rows) and xp (16
+// columns).
+inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int16_t* wp, const int16_t* xp, int64_t i0,
+                      int64_t rows, int64_t j0, int64_t cols) {
+  // Accumulators start at the bias (rows past m: 0). Every index is a constant after unrolling,
+  // so they stay in registers.
+  __m256i acc[kMr][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_set1_epi32(r < rows ? p.ch.bias[i0 + r] : 0);
+  for (int64_t g = 0; g < g_count; ++g) {
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + g * kNr * kKr));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + g * kNr * kKr + 16));
+    const packed_i32* wg = reinterpret_cast<const packed_i32*>(wp + g * kMr * kKr);
+#pragma GCC unroll 4
+    for (int r = 0; r < kMr; ++r) {
+      const __m256i wb = _mm256_set1_epi32(wg[r]);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x0, wb));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x1, wb));
+    }
+  }
+  alignas(32) int32_t out[kMr][kNr];
+#pragma GCC unroll 4
+  for (int r = 0; r < kMr; ++r) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out[r]), acc[r][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out[r] + 8), acc[r][1]);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    uint8_t* yr = p.y + i * p.y_row_stride + j0;
+    if (p.ch.shift[i] < 0) {
+      requant_scalar(out[r], cols, p.ch.multiplier[i], p.ch.shift[i], p.out, yr);
+      continue;
+    }
+    for (int h = 0; h < 2; ++h) {
+      const int64_t c = cols - h * 8;
+      if (c <= 0) break;
+      const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(out[r] + h * 8));
+      store_bytes(yr + h * 8, requant8(a, p.ch.multiplier[i], p.ch.shift[i], p.out), c);
+    }
+  }
+}
+
 void gemm(const QGemmParams& p) {
   const int64_t g_count = groups(p.k);
   const int16_t* wbase = static_cast<const int16_t*>(p.w);
   const int16_t* xbase = static_cast<const int16_t*>(p.x);
-  for (int64_t i0 = 0; i0 < p.m; i0 += kMr) {
-    const int16_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
-    const int64_t rows = p.m - i0 < kMr ? p.m - i0 : kMr;
-    for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
-      const int16_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
-      __m256i acc[kMr][2];
-      for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-      for (int64_t g = 0; g < g_count; ++g) {
-        const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + g * kNr * kKr));
-        const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + g * kNr * kKr + 16));
-        const int16_t* wg = wp + g * kMr * kKr;
-        for (int r = 0; r < kMr; ++r) {
-          int32_t wq;
-          std::memcpy(&wq, wg + r * kKr, 4);
-          const __m256i wb = _mm256_set1_epi32(wq);
-          acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x0, wb));
-          acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x1, wb));
-        }
-      }
-      const int64_t cols = p.n - j0 < kNr ? p.n - j0 : kNr;
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = i0 + r;
-        uint8_t* yr = p.y + i * p.y_row_stride + j0;
-        const __m256i b = _mm256_set1_epi32(p.ch.bias[i]);
-        for (int h = 0; h < 2; ++h) {
-          const int64_t c = cols - h * 8;
-          if (c <= 0) break;
-          const __m256i a = _mm256_add_epi32(acc[r][h], b);
-          if (p.ch.shift[i] >= 0) {
-            store_bytes(yr + h * 8, requant8(a, p.ch.multiplier[i], p.ch.shift[i], p.out), c);
-          } else {
-            int32_t tmp[8];
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(tmp), a);
-            requant_scalar(tmp, c < 8 ? c : 8, p.ch.multiplier[i], p.ch.shift[i], p.out, yr + h * 8);
-          }
-        }
-      }
-    }
+  // Pixels outside, channels inside: a panel of packed activations stays in L1 while the row
+  // tiles pass over it.
+  for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
+    const int16_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
+    const int64_t cols = p.n - j0 < kNr ? p.n - j0 : kNr;
+    for (int64_t i0 = 0; i0 < p.m; i0 += kMr)
+      gemm_tile(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xp, i0, p.m - i0 < kMr ? p.m - i0 : kMr, j0,
+                cols);
   }
 }
 
