@@ -163,6 +163,8 @@ void ds_qu8_dwconv__avx2(const QConv2dParams& p, const uint8_t* x, const int8_t*
                          uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 void ds_qu8_dwconv__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
                                uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
+void ds_qu8_dwconv3x3__avx2(const QConv2dParams& p, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
+                            uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
                                   const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 // dot products for qdense: y[j] for rows [m0, m1) of w with raw-x sums folded as in QGemmParams.

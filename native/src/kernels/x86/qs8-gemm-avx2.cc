@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "kernels/qu8.h"
+#include "kernels/x86/qu8-requant-avx2.h"
 
 namespace ds {
 namespace {
@@ -61,37 +62,6 @@ void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
         }
     }
   }
-}
-
-// 8 int32 accumulators (bias added) -> 8 u8 in the low 64 bits; shift >= 0 only.
-inline __m128i requant8(__m256i acc, int32_t mult, int32_t shift, const QuantOut& q) {
-  const int n = 31 + shift;
-  const __m256i m = _mm256_set1_epi64x(mult);
-  const __m256i off = _mm256_set1_epi64x((int64_t(1) << 62) + (int64_t(1) << (n - 1)));
-  const __m128i cnt = _mm_cvtsi32_si128(n);
-  __m256i even = _mm256_srl_epi64(_mm256_add_epi64(_mm256_mul_epi32(acc, m), off), cnt);
-  __m256i odd = _mm256_srl_epi64(_mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(acc, 32), m), off), cnt);
-  __m256i v = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-  v = _mm256_sub_epi32(v, _mm256_set1_epi32(int32_t(uint32_t(uint64_t(1) << (62 - n)))));
-  v = _mm256_max_epi32(_mm256_min_epi32(v, _mm256_set1_epi32(q.act_max - q.y_zp)), _mm256_set1_epi32(q.act_min - q.y_zp));
-  v = _mm256_add_epi32(v, _mm256_set1_epi32(q.y_zp));
-  const __m256i w16 = _mm256_packus_epi32(v, v);   // [0-3 0-3 | 4-7 4-7] as u16
-  const __m256i w8 = _mm256_packus_epi16(w16, w16);  // [0-3 x3 | 4-7 x3] as u8
-  return _mm_unpacklo_epi32(_mm256_castsi256_si128(w8), _mm256_extracti128_si256(w8, 1));
-}
-
-void store_bytes(uint8_t* y, __m128i v, int64_t count) {
-  if (count >= 8) {
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(y), v);
-  } else {
-    uint8_t tmp[16];
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(tmp), v);
-    std::memcpy(y, tmp, size_t(count));
-  }
-}
-
-void requant_scalar(const int32_t* acc, int64_t n, int32_t mult, int32_t shift, const QuantOut& q, uint8_t* y) {
-  for (int64_t i = 0; i < n; ++i) y[i] = qu8_clamp(q.y_zp + qu8_requant(acc[i], mult, shift), q.act_min, q.act_max);
 }
 
 void requant_row(const int32_t* acc, int64_t n, int32_t bias, int32_t mult, int32_t shift, const QuantOut& q,
@@ -200,6 +170,6 @@ namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx2 = {
     "ds_qs8_gemm_4x16__avx2", kMr, kNr, kKr, 2, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm};
-extern const QKernels ds_qkernels__avx2 = {"avx2", &ds_qs8_gemm_kernels__avx2, ds_qu8_dwconv__avx2, dense};
+extern const QKernels ds_qkernels__avx2 = {"avx2", &ds_qs8_gemm_kernels__avx2, ds_qu8_dwconv3x3__avx2, dense};
 
 }  // namespace ds
