@@ -143,6 +143,36 @@ std::vector<float> expected_conv(const QConv& q, const std::vector<float>& x) {
   return y;
 }
 
+// opt::run with a thread count.
+Result run_threads(const dsw::File& f, const std::vector<float>& x, const Dims& xs, int threads) {
+  Result r;
+  const dsw::Bytes bytes = dsw::serialize(f);
+  ds_model* m = nullptr;
+  ds_session* s = nullptr;
+  ds_session_options o = DS_SESSION_OPTIONS_INIT;
+  o.threads = threads;
+  r.status = ds_model_load_memory(bytes.data(), bytes.size(), &m);
+  if (r.status == DS_OK) r.status = ds_session_create(m, &o, &s);
+  if (r.status == DS_OK) r.status = ds_session_set_input(s, 0, x.data(), xs.data(), xs.size());
+  if (r.status == DS_OK) r.status = ds_session_run(s);
+  if (r.status == DS_OK) {
+    size_t rank = 0;
+    const int64_t* dims = nullptr;
+    r.status = ds_session_output_shape(s, 0, &rank, &dims);
+    if (r.status == DS_OK) {
+      r.shape.assign(dims, dims + rank);
+      size_t n = 1;
+      for (int64_t d : r.shape) n *= size_t(d);
+      r.y.resize(n);
+      r.status = ds_session_get_output(s, 0, r.y.data(), r.y.size());
+    }
+  }
+  if (r.status != DS_OK) r.error = ds_last_error();
+  ds_session_free(s);
+  ds_model_free(m);
+  return r;
+}
+
 const char* const kIsas[] = {"scalar", "avx2", "avx512", "avx512vnni"};
 
 // Runs f at every available level and checks the output against `want` exactly.
@@ -188,6 +218,30 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
     const QConv q = random_conv(rng, shape);
     const std::vector<float> x = opt::random_vec(rng, size_t(q.n * q.c * q.h * q.w), -7, 7);
     expect_all_isas(conv_file(q), x, {q.n, q.c, q.h, q.w}, expected_conv(q, x), __LINE__);
+  }
+}
+
+TEST(qconv2d_threads_split_the_same_way_bit_for_bit) {
+  // Several pixel blocks (k = 9 * 96), depthwise, 1x1 and a stride-2 im2col layer, at 2 and 3
+  // threads against the integer loops.
+  tiny::Rng rng(15);
+  const QConv shapes[] = {
+      [] { QConv q; q.c = 96; q.o = 20; q.h = 30; q.w = 31; return q; }(),
+      [] { QConv q; q.c = 20; q.o = 20; q.group = 20; q.h = 17; q.w = 40; return q; }(),
+      [] { QConv q; q.c = 24; q.o = 37; q.kh = q.kw = 1; q.pad = 0; q.h = 21; q.w = 23; return q; }(),
+      [] { QConv q; q.c = 40; q.o = 11; q.h = 33; q.w = 29; q.stride = 2; return q; }(),
+      // few pixels, many channels: the output channels split between threads
+      [] { QConv q; q.c = 8; q.o = 45; q.h = 5; q.w = 5; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 45; q.h = 9; q.w = 9; q.stride = 2; return q; }(),
+  };
+  for (const QConv& shape : shapes) {
+    const QConv q = random_conv(rng, shape);
+    const std::vector<float> x = opt::random_vec(rng, size_t(q.n * q.c * q.h * q.w), -7, 7);
+    const std::vector<float> want = expected_conv(q, x);
+    for (int threads : {2, 3}) {
+      const Result r = run_threads(conv_file(q), x, {q.n, q.c, q.h, q.w}, threads);
+      CHECK_MSG(r.status == DS_OK && r.y == want, "qconv2d differs at " + std::to_string(threads) + " threads " + r.error);
+    }
   }
 }
 

@@ -132,6 +132,13 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     const int64_t round_up = (pixels + nr - 1) / nr * nr;
     int64_t chunk = std::max<int64_t>(nr, (384 * 1024 / (k * g.elem_bytes)) / nr * nr);
     chunk = std::min(chunk, round_up);
+    // With several blocks, a multiple of the thread count of them, evenly sized, so that no
+    // thread waits on a last odd block.
+    const int64_t blocks = (round_up + chunk - 1) / chunk;
+    if (blocks > 1 && threads > 1) {
+      const int64_t even = (blocks + threads - 1) / threads * threads;
+      chunk = ((pixels + even - 1) / even + nr - 1) / nr * nr;
+    }
     s->chunk = chunk;
     // Per thread: the im2col block (or, shifted, the GEMM's output block) and the packed block.
     const int64_t og_rounded = (og + g.mr - 1) / g.mr * g.mr;
