@@ -211,6 +211,8 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
       [] { QConv q; q.c = 2; q.o = 3; q.h = 4; q.w = 3; q.kh = q.kw = 3; q.pad = 2; q.stride = 3; return q; }(),
       // stride 1 on the padded grid: dilation, several pixel blocks (k = 2304), no padding
       [] { QConv q; q.c = 5; q.o = 7; q.h = 12; q.w = 15; q.dil = 2; q.pad = 2; return q; }(),
+      [] { QConv q; q.c = 3; q.o = 5; q.h = 13; q.w = 14; q.dil = 2; q.pad = 2; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 2; q.o = 4; q.h = 10; q.w = 11; q.kh = 2; q.kw = 3; q.pad = 1; q.stride = 3; return q; }(),
       [] { QConv q; q.c = 256; q.o = 10; q.h = 20; q.w = 20; return q; }(),
       [] { QConv q; q.c = 4; q.o = 10; q.h = 7; q.w = 9; q.pad = 0; q.group = 2; return q; }(),
   };

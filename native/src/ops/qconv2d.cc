@@ -66,12 +66,15 @@ struct State {
   std::vector<uint8_t> packed_w;       // per group, group_bytes each
   int64_t group_bytes = 0;
   bool direct = false;                 // 1x1, stride 1, no padding: the input is the GEMM's B
-  // Stride 1 windows: the input is copied once into planes padded with x_zp (hp x wp), and the
-  // GEMM runs over the pixels q = oy * wp + ox of that grid, whose tap (ky, kx) of channel c is
-  // the padded byte at q + row_offsets[(c, ky, kx)]: packed in place, no im2col. Columns
-  // ox >= ow are computed and dropped when copying out.
+  // Windows other than 1x1 stride 1: the input is copied once, padded with x_zp, into phase
+  // planes, and the GEMM runs over the pixels q = oy * wq + ox of their grid, whose tap
+  // (ky, kx) of channel c is the byte at q + row_offsets[(c, ky, kx)]: packed in place, no
+  // im2col. Phase (a, b) of a channel holds the padded input's rows a, a + stride_h, ... and
+  // columns b, b + stride_w, ... (hq x wq); with stride 1 there is one phase, the padded plane.
+  // Grid columns ox >= ow are computed and dropped when copying out.
   bool shifted = false;
-  int64_t hp = 0, wp = 0;
+  int64_t hq = 0, wq = 0, phases = 0;  // phase plane size; phases used per channel
+  std::vector<int32_t> phase_of;       // per (a, b): its index among the used phases, or -1
   std::vector<int64_t> row_offsets;
   mutable std::vector<uint8_t> padded;
   int64_t chunk = 0;                   // output pixels per task (multiple of nr)
@@ -113,18 +116,28 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       g.pack_w(og, k, w + gi * og * k, s->packed_w.data() + gi * s->group_bytes);
     s->direct = kh == 1 && kw == 1 && p.strides[0] == 1 && p.strides[1] == 1 && p.pads[0] == 0 && p.pads[1] == 0 &&
                 p.pads[2] == 0 && p.pads[3] == 0;
-    s->shifted = !s->direct && g.pack_x_rows && p.strides[0] == 1 && p.strides[1] == 1 && kh * kw > 1;
+    s->shifted = !s->direct && g.pack_x_rows;
     int64_t pixels = oh * ow;
     if (s->shifted) {
-      s->hp = xd[2] + p.pads[0] + p.pads[2];
-      s->wp = xd[3] + p.pads[1] + p.pads[3];
+      const int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilations[0], dw = p.dilations[1];
+      s->hq = (xd[2] + p.pads[0] + p.pads[2] + sh - 1) / sh;
+      s->wq = (xd[3] + p.pads[1] + p.pads[3] + sw - 1) / sw;
+      s->phase_of.assign(size_t(sh * sw), -1);
+      for (int64_t ky = 0; ky < kh; ++ky)
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          int32_t& idx = s->phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
+          if (idx < 0) idx = int32_t(s->phases++);
+        }
+      const int64_t plane = s->hq * s->wq;
       for (int64_t ci = 0; ci < cg; ++ci)
         for (int64_t ky = 0; ky < kh; ++ky)
-          for (int64_t kx = 0; kx < kw; ++kx)
-            s->row_offsets.push_back(ci * s->hp * s->wp + ky * p.dilations[0] * s->wp + kx * p.dilations[1]);
-      pixels = (oh - 1) * s->wp + ow;  // the grid up to the last output pixel
-      // The last channel's taps read up to kw - 1 columns past its plane (dropped columns only).
-      s->padded.resize(size_t(xd[1] * s->hp * s->wp + (kw - 1) * p.dilations[1] + 64));
+          for (int64_t kx = 0; kx < kw; ++kx) {
+            const int64_t phase = s->phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
+            s->row_offsets.push_back((ci * s->phases + phase) * plane + ky * dh / sh * s->wq + kx * dw / sw);
+          }
+      pixels = (oh - 1) * s->wq + ow;  // the grid up to the last output pixel
+      // The last plane's taps read up to a row past it (dropped columns only).
+      s->padded.resize(size_t(xd[1] * s->phases * plane + s->wq + 64));
     }
     // A block of pixels whose packed activations stay in the L2 cache (about 384 KiB): with
     // few pixels (deep layers) one block holds them all, so the weights pass once.
@@ -160,14 +173,45 @@ void parallel(ThreadPool* pool, int64_t tasks, Fn&& fn) {
   pool->parallel_for(tasks, [&](int64_t t, int thread) { fn(t, thread); });
 }
 
-// The stride-1 path of State::shifted.
+// The phase planes of State::shifted for one image: x_zp everywhere, then the input's bytes.
+void fill_phases(const State& s, const Conv2dParams& c, int32_t x_zp, const uint8_t* x, uint8_t* planes) {
+  const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq;
+  std::memset(planes, x_zp, s.padded.size());
+  for (int64_t a = 0; a < sh; ++a)
+    for (int64_t b = 0; b < sw; ++b) {
+      const int32_t phase = s.phase_of[size_t(a * sw + b)];
+      if (phase < 0) continue;
+      // Columns j of the phase read input column sw * j + b - pad_left: inside for [j0, j1);
+      // rows i read input row sh * i + a - pad_top: inside for [i0, i1).
+      const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
+      const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
+      const int64_t i0 = std::min(s.hq, std::max<int64_t>(0, (c.pad_top - a + sh - 1) / sh));
+      const int64_t i1 = std::max(i0, std::min(s.hq, (c.h + c.pad_top - a + sh - 1) / sh));
+      const int64_t n = j1 - j0;
+      for (int64_t ci = 0; ci < c.c; ++ci) {
+        uint8_t* dst = planes + (ci * s.phases + phase) * plane + j0;
+        const uint8_t* src = x + ci * c.h * c.w + sw * j0 + b - c.pad_left;
+        for (int64_t i = i0; i < i1; ++i) {
+          uint8_t* row = dst + i * s.wq;
+          const uint8_t* in = src + (sh * i + a - c.pad_top) * c.w;
+          if (sw == 1) {
+            std::memcpy(row, in, size_t(n));
+          } else {
+            for (int64_t j = 0; j < n; ++j) row[j] = in[j * sw];
+          }
+        }
+      }
+    }
+}
+
+// The path of State::shifted.
 void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const QChannelParams& ch, uint8_t* ws,
                  int threads, ThreadPool* pool, uint8_t* y) {
   const QGemmKernels& g = *s.gemm;
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
-  const int64_t plane = s.hp * s.wp, in_plane = c.h * c.w, pixels = c.oh * c.ow;
-  const int64_t grid = (c.oh - 1) * s.wp + c.ow;
+  const int64_t group_planes = cg * s.phases * s.hq * s.wq, in_plane = c.h * c.w, pixels = c.oh * c.ow;
+  const int64_t grid = (c.oh - 1) * s.wq + c.ow;
   const int64_t col_tasks = (grid + s.chunk - 1) / s.chunk;
   const int64_t m_tiles = (og + g.mr - 1) / g.mr;
   const int64_t m_blocks = std::min<int64_t>(m_tiles, std::max<int64_t>(1, (threads + col_tasks - 1) / col_tasks));
@@ -175,14 +219,9 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
   const int64_t staging = ((og + g.mr - 1) / g.mr * g.mr * s.chunk + 63) / 64 * 64;
   uint8_t* padded = s.padded.data();
   for (int64_t b = 0; b < c.n; ++b) {
-    std::memset(padded, q.x_zp, s.padded.size());
-    const uint8_t* xb = x + b * c.c * in_plane;
-    for (int64_t ci = 0; ci < c.c; ++ci)
-      for (int64_t iy = 0; iy < c.h; ++iy)
-        std::memcpy(padded + ci * plane + (iy + c.pad_top) * s.wp + c.pad_left, xb + ci * in_plane + iy * c.w,
-                    size_t(c.w));
+    fill_phases(s, c, q.x_zp, x + b * c.c * in_plane, padded);
     for (int64_t gi = 0; gi < c.group; ++gi) {
-      const uint8_t* xg = padded + gi * cg * plane;
+      const uint8_t* xg = padded + gi * group_planes;
       uint8_t* yg = y + (b * c.o + gi * og) * pixels;
       const uint8_t* wg = s.packed_w.data() + gi * s.group_bytes;
       parallel(pool, col_tasks * m_blocks, [&](int64_t t, int thread) {
@@ -203,11 +242,11 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
         gp.out = q.out;
         g.gemm(gp);
         // Grid rows back to output rows, without the columns ox >= ow.
-        for (int64_t oy = p0 / s.wp; oy * s.wp < p1; ++oy) {
-          const int64_t q0 = std::max(p0, oy * s.wp), q1 = std::min(p1, oy * s.wp + c.ow);
+        for (int64_t oy = p0 / s.wq; oy * s.wq < p1; ++oy) {
+          const int64_t q0 = std::max(p0, oy * s.wq), q1 = std::min(p1, oy * s.wq + c.ow);
           if (q1 <= q0) continue;
           for (int64_t i = m0; i < m1; ++i)
-            std::memcpy(yg + i * pixels + oy * c.ow + (q0 - oy * s.wp), out + (i - m0) * (p1 - p0) + (q0 - p0),
+            std::memcpy(yg + i * pixels + oy * c.ow + (q0 - oy * s.wq), out + (i - m0) * (p1 - p0) + (q0 - p0),
                         size_t(q1 - q0));
         }
       });
