@@ -39,7 +39,10 @@ void pack_w(int64_t m, int64_t k, const int8_t* w, void* dst) {
 
 int64_t packed_x_bytes(int64_t k, int64_t n) { return (n + kNr - 1) / kNr * kNr * groups(k) * kKr * 2; }
 
-void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
+// Packs x (k, n) whose row kk starts at row(kk): two rows of 16 columns at a time are interleaved
+// and widened; the edges (past n or past k) element by element with zeros.
+template <typename RowFn>
+void pack_x_impl(int64_t k, int64_t n, RowFn row, void* dst) {
   int16_t* d = static_cast<int16_t*>(dst);
   const int64_t g_count = groups(k);
   for (int64_t q = 0; q < (n + kNr - 1) / kNr; ++q) {
@@ -48,9 +51,8 @@ void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
       int16_t* out = d + (q * g_count + g) * kNr * kKr;
       const int64_t k0 = g * kKr;
       if (k0 + kKr <= k && col0 + kNr <= n) {
-        const uint8_t* s = x + k0 * stride + col0;
-        const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-        const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + stride));
+        const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row(k0) + col0));
+        const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row(k0 + 1) + col0));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(r0, r1)));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16), _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(r0, r1)));
         continue;
@@ -58,10 +60,18 @@ void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
       for (int64_t col = 0; col < kNr; ++col)
         for (int64_t j = 0; j < kKr; ++j) {
           const int64_t kk = k0 + j, cc = col0 + col;
-          out[col * kKr + j] = kk < k && cc < n ? x[kk * stride + cc] : 0;
+          out[col * kKr + j] = kk < k && cc < n ? row(kk)[cc] : 0;
         }
     }
   }
+}
+
+void pack_x(int64_t k, int64_t n, const uint8_t* x, int64_t stride, void* dst) {
+  pack_x_impl(k, n, [&](int64_t kk) { return x + kk * stride; }, dst);
+}
+
+void pack_x_rows(int64_t k, int64_t n, const uint8_t* x, const int64_t* row_offsets, void* dst) {
+  pack_x_impl(k, n, [&](int64_t kk) { return x + row_offsets[kk]; }, dst);
 }
 
 void requant_row(const int32_t* acc, int64_t n, int32_t bias, int32_t mult, int32_t shift, const QuantOut& q,
@@ -169,7 +179,8 @@ void dense(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1,
 namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx2 = {
-    "ds_qs8_gemm_4x16__avx2", kMr, kNr, kKr, 2, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm};
+    "ds_qs8_gemm_4x16__avx2", kMr, kNr, kKr, 2, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm, nullptr,
+    pack_x_rows};
 extern const QKernels ds_qkernels__avx2 = {"avx2", &ds_qs8_gemm_kernels__avx2, ds_qu8_dwconv3x3__avx2, dense};
 
 }  // namespace ds
