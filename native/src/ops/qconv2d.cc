@@ -3,10 +3,12 @@
 // y = clamp(y_zp + requant(acc, multiplier[o], shift[o]), act_min, act_max).
 //
 // With SIMD kernels: the zero-point term is folded into the bias once (bias - x_zp * sum w), the
-// weights are packed once per session, and each run im2cols (or, for 1x1 stride-1 convolutions,
-// reads the input directly) a block of output pixels, packs it and runs the int8 GEMM with the
-// requantization in its epilogue; depthwise convolutions run a direct kernel. Blocks of pixels
-// (and of output channels when there are few pixels) go to the thread pool.
+// weights are packed once per session, and each run packs a block of output pixels and runs the
+// int8 GEMM with the requantization in its epilogue. 1x1 stride-1 convolutions pack the input
+// directly; other windows pack their taps in place from phase planes of the padded input
+// (State::shifted) when the level has pack_x_rows, else from an im2col block. Depthwise
+// convolutions run a direct kernel. Blocks of pixels (and of output channels when there are few
+// pixels) go to the thread pool.
 #include <algorithm>
 #include <cstring>
 

@@ -5,10 +5,9 @@
 // restriction on the weights.
 //   GEMM ds_qs8_gemm_4x16__avx2: 4 output channels x 16 pixels in 8 ymm accumulators; packed
 //     [k/2][pixel][2] and [k/2][row][2] int16.
-//   Epilogue: 64-bit products (vpmuldq on even/odd lanes); AVX2 has no 64-bit arithmetic shift,
-//     so 2^62 is added to make the value non-negative, shifted logically, and 2^(62-n) taken away
-//     in 32 bits, which is exact when the result fits int32: always when n = 31 + shift >= 31
-//     (|acc * M| < 2^62). Rows with shift < 0 take the scalar epilogue.
+//   Epilogue (kernels/x86/qu8-requant-avx2.h): 64-bit products (vpmuldq on even/odd lanes), a
+//     logical shift of the value made non-negative; rows with shift < 0 take the scalar formula.
+//   3x3 depthwise is in qu8-dwconv3x3-avx2.cc.
 #include <immintrin.h>
 
 #include <cstring>

@@ -2,11 +2,15 @@
 // groups of four products into int32 lanes, exactly (no intermediate saturation).
 //   GEMM ds_qs8_gemm_8x32__avx512vnni: 8 output channels x 32 pixels in 16 zmm accumulators;
 //     activations packed [k/4][pixel][4], weights [k/4][row][4] (broadcast as one int32).
-//   Epilogue: bias, then requant with 64-bit products (vpmuldq on even/odd lanes), rounding add,
-//     arithmetic shift (vpsraq), clamp in 64 bits, narrow to u8 (vpmovdb): the formula of
-//     docs/format.md exactly.
-//   Dense ds_qs8_dense__avx512vnni (one row of x against each weight row) and depthwise
-//     ds_qu8_dwconv__avx512vnni (kernels/x86/qu8-dwconv-impl.h) share that epilogue.
+//     Accumulators start at the bias.
+//   Epilogue (kernels/x86/qu8-requant-avx512.h): requant with 64-bit products (vpmuldq on
+//     even/odd lanes), rounding add, arithmetic shift, clamp, narrow to u8 (vpmovdb): the formula
+//     of docs/format.md exactly.
+//   Packing of activations from rows at a stride (pack_x) or at given offsets (pack_x_rows, the
+//     taps of a convolution read in place), and an im2col with vector copies.
+//   Dense ds_qs8_dense__avx512vnni (one row of x against each weight row) and the generic
+//     depthwise ds_qu8_dwconv__avx512vnni (kernels/x86/qu8-dwconv-impl.h); 3x3 depthwise is in
+//     qu8-dwconv3x3-avx512vnni.cc.
 #include <immintrin.h>
 
 #include <algorithm>
