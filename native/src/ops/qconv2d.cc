@@ -175,10 +175,12 @@ void parallel(ThreadPool* pool, int64_t tasks, Fn&& fn) {
   pool->parallel_for(tasks, [&](int64_t t, int thread) { fn(t, thread); });
 }
 
-// The phase planes of State::shifted for one image: x_zp everywhere, then the input's bytes.
-void fill_phases(const State& s, const Conv2dParams& c, int32_t x_zp, const uint8_t* x, uint8_t* planes) {
+// The phase planes of State::shifted of channels [c0, c1) of one image: x_zp everywhere, then
+// the input's bytes.
+void fill_phases(const State& s, const Conv2dParams& c, int32_t x_zp, const uint8_t* x, uint8_t* planes, int64_t c0,
+                 int64_t c1) {
   const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq;
-  std::memset(planes, x_zp, s.padded.size());
+  std::memset(planes + c0 * s.phases * plane, x_zp, size_t((c1 - c0) * s.phases * plane));
   for (int64_t a = 0; a < sh; ++a)
     for (int64_t b = 0; b < sw; ++b) {
       const int32_t phase = s.phase_of[size_t(a * sw + b)];
@@ -190,7 +192,7 @@ void fill_phases(const State& s, const Conv2dParams& c, int32_t x_zp, const uint
       const int64_t i0 = std::min(s.hq, std::max<int64_t>(0, (c.pad_top - a + sh - 1) / sh));
       const int64_t i1 = std::max(i0, std::min(s.hq, (c.h + c.pad_top - a + sh - 1) / sh));
       const int64_t n = j1 - j0;
-      for (int64_t ci = 0; ci < c.c; ++ci) {
+      for (int64_t ci = c0; ci < c1; ++ci) {
         uint8_t* dst = planes + (ci * s.phases + phase) * plane + j0;
         const uint8_t* src = x + ci * c.h * c.w + sw * j0 + b - c.pad_left;
         for (int64_t i = i0; i < i1; ++i) {
@@ -221,7 +223,14 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
   const int64_t staging = ((og + g.mr - 1) / g.mr * g.mr * s.chunk + 63) / 64 * 64;
   uint8_t* padded = s.padded.data();
   for (int64_t b = 0; b < c.n; ++b) {
-    fill_phases(s, c, q.x_zp, x + b * c.c * in_plane, padded);
+    // The slack past the last plane is read by dropped columns only; channels split between
+    // the threads.
+    const int64_t planes_bytes = c.c * s.phases * s.hq * s.wq;
+    std::memset(padded + planes_bytes, q.x_zp, s.padded.size() - size_t(planes_bytes));
+    const int64_t per = (c.c + threads - 1) / threads;
+    parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
+      fill_phases(s, c, q.x_zp, x + b * c.c * in_plane, padded, t * per, std::min(c.c, (t + 1) * per));
+    });
     for (int64_t gi = 0; gi < c.group; ++gi) {
       const uint8_t* xg = padded + gi * group_planes;
       uint8_t* yg = y + (b * c.o + gi * og) * pixels;
