@@ -824,3 +824,23 @@ TEST(u8_im2col_kernels_match_the_scalar_one) {
     }
   }
 }
+
+TEST(u8_gather_row_matches_a_plain_loop) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(16);
+  for (const Level& lv : levels) {
+    if (!lv.k->gemm->gather_row) continue;
+    for (int64_t stride = 1; stride <= 3; ++stride)
+      for (int64_t n : {1, 2, 15, 31, 32, 33, 63, 64, 65, 100}) {
+        // The source ends right after its last gathered byte.
+        std::vector<uint8_t> src(size_t((n - 1) * stride + 1));
+        for (auto& v : src) v = uint8_t(rng.uniform(0, 255));
+        std::vector<uint8_t> want(size_t(n) + 8, 0xCD), got(want);
+        for (int64_t j = 0; j < n; ++j) want[size_t(j)] = src[size_t(j * stride)];
+        lv.k->gemm->gather_row(n, src.data(), stride, got.data());
+        CHECK_MSG(got == want, std::string(lv.name) + " gather_row differs at n=" + std::to_string(n) +
+                                   " stride=" + std::to_string(stride));
+      }
+  }
+}

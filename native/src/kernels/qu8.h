@@ -116,6 +116,8 @@ struct QGemmKernels {
   // pack_x with row kk of x at x + row_offsets[kk] (the taps of a convolution read in place from
   // a padded input); null: not available.
   void (*pack_x_rows)(int64_t k, int64_t n, const uint8_t* x, const int64_t* row_offsets, void* dst) = nullptr;
+  // dst[j] = src[j * stride] for j < n (the columns of a phase plane); null: a plain loop.
+  void (*gather_row)(int64_t n, const uint8_t* src, int64_t stride, uint8_t* dst) = nullptr;
 };
 
 // Depthwise convolution (group == C == O, one input channel per output), any window, per ISA.

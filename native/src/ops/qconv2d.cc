@@ -200,6 +200,8 @@ void fill_phases(const State& s, const Conv2dParams& c, int32_t x_zp, const uint
           const uint8_t* in = src + (sh * i + a - c.pad_top) * c.w;
           if (sw == 1) {
             std::memcpy(row, in, size_t(n));
+          } else if (s.gemm->gather_row) {
+            s.gemm->gather_row(n, in, sw, row);
           } else {
             for (int64_t j = 0; j < n; ++j) row[j] = in[j * sw];
           }

@@ -153,6 +153,21 @@ void im2col(const Conv2dParams& p, int64_t channels, int32_t x_zp, const uint8_t
   }
 }
 
+// Every stride-th byte; stride 2 as the even bytes of 64-byte loads (vpmovwb).
+void gather_row(int64_t n, const uint8_t* src, int64_t stride, uint8_t* dst) {
+  if (stride != 2) {
+    for (int64_t j = 0; j < n; ++j) dst[j] = src[j * stride];
+    return;
+  }
+  for (int64_t j = 0; j < n; j += 32) {
+    const int64_t cnt = std::min<int64_t>(32, n - j);
+    // Bytes 0 .. 2 * cnt - 2 are read; the last odd byte may lie past the source.
+    const __mmask64 m = cnt == 32 ? ~__mmask64(0) >> 1 : (__mmask64(1) << (2 * cnt - 1)) - 1;
+    const __m256i even = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(m, src + 2 * j));
+    _mm256_mask_storeu_epi8(dst + j, __mmask32(cnt == 32 ? ~0u : (1u << cnt) - 1), even);
+  }
+}
+
 // Four packed weights as one int32 to broadcast (the packed buffer is bytes).
 typedef int32_t __attribute__((may_alias, aligned(1))) packed_i32;
 
@@ -238,7 +253,7 @@ namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm,
-    im2col, pack_x_rows};
+    im2col, pack_x_rows, gather_row};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
