@@ -191,17 +191,14 @@ inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, c
       acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x1, wb);
     }
   }
-  alignas(64) int32_t out[kMr][kNr];
+  // The epilogue straight from the registers (unrolled, rows past m skipped).
+  const __mmask16 m0 = qu8_mask16(cols), m1 = cols > 16 ? qu8_mask16(cols - 16) : __mmask16(0);
 #pragma GCC unroll 8
   for (int r = 0; r < kMr; ++r) {
-    _mm512_store_si512(out[r], acc[r][0]);
-    _mm512_store_si512(out[r] + 16, acc[r][1]);
-  }
-  for (int64_t r = 0; r < rows; ++r) {
+    if (r >= rows) break;
     uint8_t* yr = p.y + (i0 + r) * p.y_row_stride + j0;
-    _mm_mask_storeu_epi8(yr, qu8_mask16(cols), requant16(_mm512_load_si512(out[r]), rc[r], range));
-    if (cols > 16)
-      _mm_mask_storeu_epi8(yr + 16, qu8_mask16(cols - 16), requant16(_mm512_load_si512(out[r] + 16), rc[r], range));
+    _mm_mask_storeu_epi8(yr, m0, requant16(acc[r][0], rc[r], range));
+    if (m1) _mm_mask_storeu_epi8(yr + 16, m1, requant16(acc[r][1], rc[r], range));
   }
 }
 
