@@ -1,5 +1,9 @@
 // AVX-512 global average pooling: each plane summed in double lanes (as the scalar kernel sums in
 // double, so large planes keep their precision), 16 floats per step.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 on the undefined vectors in cvtps_pd, extract
+#endif
+
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
