@@ -27,7 +27,7 @@ class ThreadPool {
   static constexpr int kDefaultSpinUs = 100;
 
   // threads >= 1; spin_us >= 0 (0: workers sleep right after each job). DS_POOL_SPIN_US, when
-  // set, overrides the default.
+  // set, overrides the default; DS_POOL_YIELD=0 drops the yields from the spin (measurement).
   explicit ThreadPool(int threads, int spin_us = -1);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
