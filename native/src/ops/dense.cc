@@ -1,13 +1,17 @@
 // dense (op id 2): x (..., K), weight (M,K), optional bias (M); output (..., M). Fused activation.
 // With a constant weight the session packs W^T once as the GEMM's B operand (docs/kernels.md) and
 // runs y = x . W^T as one GEMM (batch rows, M columns, bias per column), split across threads by
-// ds::gemm, or for up to 3 rows the level's GEMV kernel over the same packed weight; otherwise the
-// scalar reference kernel runs.
+// ds::gemm, or for up to 3 rows the level's GEMV kernel over the same packed weight; a pruned weight
+// (<= 25% nonzero) runs batch-1 rows through the CSR kernel when that measured faster at session
+// creation. Without a constant weight the scalar reference kernel runs.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 
 #include "common/error.h"
 #include "core/dispatch.h"
+#include "kernels/sparse.h"
 #include "ops/op.h"
 
 namespace ds {
@@ -52,7 +56,41 @@ struct State {
   const GemmKernels* g;
   std::vector<float> storage;  // W^T packed as B panels, 64-byte aligned at `packed`
   const float* packed;
+  std::unique_ptr<CsrWeights> csr;  // set when the CSR kernel measured faster at batch 1
 };
+
+// Weights at most this dense are candidates for the CSR kernel (bench_sparse: it wins below
+// about 15% on LeNet-300-100's shapes and loses 2x at 30%).
+constexpr double kMaxSparseDensity = 0.25;
+
+// Median microseconds of 15 calls after 3 warm-up calls.
+template <typename Fn>
+double median_us(Fn&& fn) {
+  for (int i = 0; i < 3; ++i) fn();
+  double t[15];
+  for (double& v : t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    v = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::nth_element(t, t + 7, t + 15);
+  return t[7];
+}
+
+// For a pruned weight: the CSR form, kept only if it runs a batch-1 row faster than the dense
+// GEMV on this CPU (timed once, at session creation, on zero inputs).
+void choose_sparse(State& s, const float* w, int64_t m, int64_t k, const KernelTable& t) {
+  int64_t nonzeros = 0;
+  for (int64_t i = 0; i < m * k; ++i) nonzeros += w[i] != 0.0f;
+  if (!t.gemv || double(nonzeros) > kMaxSparseDensity * double(m * k)) return;
+  auto csr = std::make_unique<CsrWeights>(csr_from_dense(w, m, k));
+  std::vector<float> x(static_cast<size_t>(k), 0.0f), y(static_cast<size_t>(m));
+  DenseParams d;
+  d.n = 1, d.k = k, d.m = m;
+  const double dense_us = median_us([&] { t.gemv(k, m, s.packed, x.data(), nullptr, d.act, y.data()); });
+  const double sparse_us = median_us([&] { ds_f32_spmm__scalar(d, x.data(), *csr, nullptr, y.data()); });
+  if (sparse_us < dense_us) s.csr = std::move(csr);
+}
 
 std::shared_ptr<const void> prepare(const OpParams&, const std::vector<ValueInfo>& in, const KernelTable& t, int) {
   if (!in[1].data || !in[1].dims || in[1].dtype != kDtypeF32 || !t.gemm) return nullptr;
@@ -65,6 +103,7 @@ std::shared_ptr<const void> prepare(const OpParams&, const std::vector<ValueInfo
   base += (16 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 16) % 16;
   gemm_pack_b(*s->g, k, m, static_cast<const float*>(in[1].data), 1, k, base);
   s->packed = base;
+  choose_sparse(*s, static_cast<const float*>(in[1].data), m, k, t);
   return s;
 }
 
@@ -104,6 +143,13 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
   gp.alpha = p.act.alpha;
   gp.beta = p.act.beta;
   const int64_t macs = gp.m * gp.n * gp.k;
+  if (s->csr && gp.m == 1) {
+    DenseParams d;
+    d.n = 1, d.k = gp.k, d.m = gp.n;
+    d.act = p.act;
+    ds_f32_spmm__scalar(d, gp.a.data, *s->csr, gp.bias, gp.c);
+    return;
+  }
   if (k.gemv && gp.m <= kMaxGemvRows) {
     // Row by row over the packed weight; threads take ranges of whole panels.
     const int64_t nr = s->g->nr, panels = (gp.n + nr - 1) / nr;
