@@ -366,10 +366,10 @@ int64_t workspace_floats(const OpParams& p, const void* state, const std::vector
   return 0;
 }
 
-// Below this many floats moved, or multiply-adds, a job hand-off to the pool (a condition-variable
-// wake-up, 10-30 us) costs more than it saves.
-constexpr int64_t kMinParallelFloats = 256 * 1024;
-constexpr int64_t kMinParallelMacs = 2 * 1024 * 1024;
+// Below this many floats moved, or multiply-adds, a job hand-off to the pool (about 1-2 us with
+// the spinning workers awake) costs more than it saves.
+constexpr int64_t kMinParallelFloats = 32 * 1024;
+constexpr int64_t kMinParallelMacs = 256 * 1024;
 
 // fn(task, thread) for every task; on the pool when there is one and `work` >= 0, else inline in
 // order. Callers pass work_or_inline(...).
