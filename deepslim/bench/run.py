@@ -183,16 +183,7 @@ def profile_nodes(model: str, *, threads: int = 1, batch: int = 1, runs: int = 5
     prepared = prepare(model, workdir or Path("results") / "bench")
     session = Session(prepared.dsm, threads=threads, profile=True)
     x = np.random.default_rng(0).standard_normal((batch, *prepared.input_shape)).astype(np.float32)
-    for _ in range(3):
-        session.run(x)
-    warm = {r["name"]: r["ms"] * r["runs"] for r in session.node_profile()}
-    for _ in range(runs):
-        session.run(x)
-    rows = session.node_profile()
-    for r in rows:
-        r["ms"] = (r["ms"] * r["runs"] - warm[r["name"]]) / runs
-        r["runs"] = runs
-    return rows
+    return session.time_nodes(x, runs=runs)
 
 
 def format_profile(rows: list[dict], top: int = 25) -> str:

@@ -103,17 +103,7 @@ def profile_graph(graph: Graph, x: np.ndarray, threads: int = 1, *, warmup: int 
         path = os.path.join(tmp, "model.dsm")
         write_dsm(graph, path)
         with Session(path, threads=threads, profile=True) as session:
-            for _ in range(warmup):
-                session.run(x)
-            before = {r["name"]: (r["runs"], r["ms"] * r["runs"]) for r in session.node_profile()}
-            for _ in range(runs):
-                session.run(x)
-            out = {}
-            for r in session.node_profile():
-                n0, t0 = before.get(r["name"], (0, 0.0))
-                n = r["runs"] - n0
-                out[r["name"]] = (r["ms"] * r["runs"] - t0) / n if n else 0.0
-    return out
+            return {r["name"]: r["ms"] for r in session.time_nodes(x, runs=runs, warmup=warmup)}
 
 
 def quantize_with_fallback(graph: Graph, quantize: Callable[[list[str]], Graph], x: np.ndarray, *,

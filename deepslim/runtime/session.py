@@ -254,6 +254,21 @@ class Session:
             rows.append({"name": name.value.decode(), "op": op.value.decode(), "runs": runs.value, "ms": ms})
         return rows
 
+    def time_nodes(self, *inputs: np.ndarray, runs: int = 20, warmup: int = 3) -> list[dict]:
+        """`node_profile` rows whose "ms" is the mean over `runs` runs on `inputs`, after `warmup`
+        untimed runs (a session made with profile=True)."""
+        for _ in range(warmup):
+            self.run(*inputs)
+        before = self.node_profile()
+        for _ in range(runs):
+            self.run(*inputs)
+        rows = self.node_profile()
+        for r, b in zip(rows, before):
+            timed = r["runs"] - b["runs"]
+            r["ms"] = (r["ms"] * r["runs"] - b["ms"] * b["runs"]) / timed if timed else 0.0
+            r["runs"] = timed
+        return rows
+
     def _output_shape(self, i: int) -> tuple[int, ...]:
         rank = ctypes.c_size_t()
         dims = _i64_p()

@@ -111,3 +111,25 @@ def test_read_only_non_contiguous_and_float64_inputs_give_the_same_output():
     strided = np.asfortranarray(x)
     for variant in (ro, strided, x.astype(np.float64)):
         np.testing.assert_array_equal(s.run(variant), expected)
+
+
+def test_time_nodes_averages_only_the_timed_runs():
+    s = Session(FIXTURES / "tiny_dense.dsm", profile=True)
+    x = np.zeros(tuple(max(1, d) for d in s.input_shapes[0]), np.float32)
+    rows = s.time_nodes(x, runs=4, warmup=2)
+    assert rows and all(r["runs"] == 4 and r["ms"] > 0.0 for r in rows)
+    assert all(r["runs"] == 6 for r in s.node_profile())
+
+
+def test_node_profile_index_out_of_range_is_an_error_naming_it():
+    import ctypes
+
+    from deepslim.runtime.session import _load
+
+    s = Session(FIXTURES / "tiny_dense.dsm", profile=True)
+    lib = _load()
+    status = lib.ds_session_node_profile(s._session, 10_000, None, None, None, None)
+    assert status != 0
+    assert b"node index 10000 is out of range" in lib.ds_last_error()
+    count = ctypes.c_size_t()
+    assert lib.ds_session_node_count(s._session, ctypes.byref(count)) == 0 and count.value >= 1
