@@ -4,6 +4,8 @@
 // at 1 and 2 threads. Inputs are random; the results are not checked here.
 //
 //   bench_conv [winograd]    (only the Winograd comparison)
+//   bench_conv layer C H W O K STRIDE PAD [THREADS]   (one layer, the prepared op with bias + relu
+//                                                       on the path conv2d chooses; ms per call)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -70,26 +72,30 @@ void bench_dense(const char* label, int64_t n, int64_t k, int64_t m) {
   std::printf("%-36s %9.3f ms  %6.2f GFLOP/s\n", label, secs * 1e3, 2.0 * double(n * k * m) / secs * 1e-9);
 }
 
-// The prepared conv2d op (3x3, stride 1, pad 1, bias, relu) as the session runs it; ms per call.
-double time_conv_op(int64_t c, int64_t hw, int64_t o, bool winograd, ds::ThreadPool* pool) {
-  setenv("DS_CONV_WINOGRAD", winograd ? "1" : "0", 1);
+// The prepared conv2d op (k x k, bias, relu) as the session runs it; ms per call. winograd: -1
+// leaves DS_CONV_WINOGRAD as it is.
+double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int64_t stride, int64_t pad,
+                    int winograd, ds::ThreadPool* pool) {
+  if (winograd >= 0) setenv("DS_CONV_WINOGRAD", winograd ? "1" : "0", 1);
   const ds::KernelTable& k = ds::select_kernels();
   ds::OpParams p;
-  p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = 1;
+  p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = pad;
+  p.strides[0] = p.strides[1] = stride;
   p.act.kind = ds::kActRelu;
-  const ds::Shape xs = {1, c, hw, hw}, ws = {o, c, 3, 3}, bs = {o}, os = {1, o, hw, hw};
-  const std::vector<float> x = random_vec(size_t(c * hw * hw), 1), w = random_vec(size_t(o * c * 9), 2),
+  const int64_t oh = (h + 2 * pad - kk) / stride + 1, ow = (wd + 2 * pad - kk) / stride + 1;
+  const ds::Shape xs = {1, c, h, wd}, ws = {o, c, kk, kk}, bs = {o}, os = {1, o, oh, ow};
+  const std::vector<float> x = random_vec(size_t(c * h * wd), 1), w = random_vec(size_t(o * c * kk * kk), 2),
                            b = random_vec(size_t(o), 3);
   const std::vector<ds::ValueInfo> info = {{ds::kDtypeF32, &xs, nullptr}, {ds::kDtypeF32, &ws, w.data()},
                                            {ds::kDtypeF32, &bs, b.data()}};
   const int threads = pool ? pool->size() : 1;
   std::shared_ptr<const void> state = ds::kConv2dOp.prepare(p, info, k, threads);
-  unsetenv("DS_CONV_WINOGRAD");
+  if (winograd >= 0) unsetenv("DS_CONV_WINOGRAD");
   const std::vector<const ds::Shape*> in_shapes = {&xs, &ws, &bs};
   std::vector<float> workspace(size_t(ds::kConv2dOp.workspace_floats(p, state.get(), in_shapes, os, threads) + 16));
   float* ws_aligned = workspace.data() + (16 - (reinterpret_cast<uintptr_t>(workspace.data()) / 4) % 16) % 16;
   const std::vector<ds::OpInput> in = {{x.data(), &xs}, {w.data(), &ws}, {b.data(), &bs}};
-  std::vector<float> y(size_t(o * hw * hw));
+  std::vector<float> y(size_t(o * oh * ow));
   const ds::RunContext ctx{state.get(), pool, ws_aligned};
   return time_per_call([&] { ds::kConv2dOp.run_prepared(p, ctx, in, y.data(), os, k); }) * 1e3;
 }
@@ -113,8 +119,10 @@ void bench_winograd() {
   std::printf("%-36s %9s %9s %6s   %9s %9s %6s\n", "layer", "gemm 1t", "wino 1t", "ratio", "gemm 2t", "wino 2t",
               "ratio");
   for (const Layer& l : layers) {
-    const double g1 = time_conv_op(l.c, l.hw, l.o, false, nullptr), w1 = time_conv_op(l.c, l.hw, l.o, true, nullptr);
-    const double g2 = time_conv_op(l.c, l.hw, l.o, false, &pool2), w2 = time_conv_op(l.c, l.hw, l.o, true, &pool2);
+    const double g1 = time_conv_op(l.c, l.hw, l.hw, l.o, 3, 1, 1, 0, nullptr);
+    const double w1 = time_conv_op(l.c, l.hw, l.hw, l.o, 3, 1, 1, 1, nullptr);
+    const double g2 = time_conv_op(l.c, l.hw, l.hw, l.o, 3, 1, 1, 0, &pool2);
+    const double w2 = time_conv_op(l.c, l.hw, l.hw, l.o, 3, 1, 1, 1, &pool2);
     std::printf("%-36s %9.3f %9.3f %6.2f   %9.3f %9.3f %6.2f\n", l.name, g1, w1, g1 / w1, g2, w2, g2 / w2);
   }
 }
@@ -122,6 +130,20 @@ void bench_winograd() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 9 && std::strcmp(argv[1], "layer") == 0) {
+    int64_t a[7];
+    for (int i = 0; i < 7; ++i) a[i] = std::atoll(argv[2 + i]);
+    const int threads = argc > 9 ? std::atoi(argv[9]) : 1;
+    std::unique_ptr<ds::ThreadPool> pool;
+    if (threads > 1) pool = std::make_unique<ds::ThreadPool>(threads);
+    const double ms = time_conv_op(a[0], a[1], a[2], a[3], a[4], a[5], a[6], -1, pool.get());
+    const int64_t oh = (a[1] + 2 * a[6] - a[4]) / a[5] + 1, ow = (a[2] + 2 * a[6] - a[4]) / a[5] + 1;
+    const double flops = 2.0 * double(a[3] * oh * ow) * double(a[0] * a[4] * a[4]);
+    std::printf("%ld x %ld x %ld -> %ld, %ldx%ld s%ld p%ld, %d thread(s): %.4f ms  %.1f GFLOP/s\n", long(a[0]),
+                long(a[1]), long(a[2]), long(a[3]), long(a[4]), long(a[4]), long(a[5]), long(a[6]), threads, ms,
+                flops / ms * 1e-6);
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "winograd") == 0) {
     bench_winograd();
     return 0;

@@ -21,6 +21,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "common/error.h"
 #include "core/dispatch.h"
 #include "ops/op.h"
@@ -131,6 +135,42 @@ Im2colSplit split_im2col(const GemmKernels& g, int64_t m, int64_t k, int64_t n, 
   return s;
 }
 
+// Copies of the short runs (at most nr or mr floats) im2col moves; 16-byte vectors where the
+// baseline has them (this file is not compiled per ISA level).
+inline void zero_run(float* dst, int64_t n) {
+  int64_t t = 0;
+#if defined(__SSE2__)
+  for (; t + 4 <= n; t += 4) _mm_storeu_ps(dst + t, _mm_setzero_ps());
+#endif
+  for (; t < n; ++t) dst[t] = 0.0f;
+}
+
+// dst[t] = src[t], t < n.
+inline void copy_run(float* dst, const float* src, int64_t n) {
+  int64_t t = 0;
+#if defined(__SSE2__)
+  for (; t + 8 <= n; t += 8) {
+    const __m128 a = _mm_loadu_ps(src + t), b = _mm_loadu_ps(src + t + 4);
+    _mm_storeu_ps(dst + t, a);
+    _mm_storeu_ps(dst + t + 4, b);
+  }
+  for (; t + 4 <= n; t += 4) _mm_storeu_ps(dst + t, _mm_loadu_ps(src + t));
+#endif
+  for (; t < n; ++t) dst[t] = src[t];
+}
+
+// dst[t] = src[2 t], t < n; reads nothing past src[2 (n - 1)].
+inline void copy_run_stride2(float* dst, const float* src, int64_t n) {
+  int64_t t = 0;
+#if defined(__SSE2__)
+  for (; t + 5 <= n; t += 4) {  // reads src[2t .. 2t + 7]
+    const __m128 a = _mm_loadu_ps(src + 2 * t), b = _mm_loadu_ps(src + 2 * t + 4);
+    _mm_storeu_ps(dst + t, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+  }
+#endif
+  for (; t < n; ++t) dst[t] = src[2 * t];
+}
+
 // Columns [j0, j0 + cols) of one group's im2col matrix (row d = (ci, ky, kx), column j = output
 // pixel oy * ow + ox) as packed B panels of nr columns: dst[q*k*nr + d*nr + r], zero past cols.
 void im2col_pack(const Conv2dParams& c, const float* x, int64_t cg, int64_t j0, int64_t cols, int64_t nr,
@@ -159,7 +199,7 @@ void im2col_pack(const Conv2dParams& c, const float* x, int64_t cg, int64_t j0, 
             float* dr = o + run.r;
             const int64_t iy = run.oy * c.stride_h - c.pad_top + ky * c.dil_h;
             if (iy < 0 || iy >= c.h) {
-              std::memset(dr, 0, size_t(run.len) * sizeof(float));
+              zero_run(dr, run.len);
               continue;
             }
             const float* row = xc + iy * c.w;
@@ -171,13 +211,15 @@ void im2col_pack(const Conv2dParams& c, const float* x, int64_t cg, int64_t j0, 
             t1 = std::max(t1, t0);
             for (int64_t t = 0; t < t0; ++t) dr[t] = 0.0f;
             if (sw == 1) {
-              std::memcpy(dr + t0, row + ix0 + t0, size_t(t1 - t0) * sizeof(float));
+              copy_run(dr + t0, row + ix0 + t0, t1 - t0);
+            } else if (sw == 2) {
+              copy_run_stride2(dr + t0, row + ix0 + 2 * t0, t1 - t0);
             } else {
               for (int64_t t = t0; t < t1; ++t) dr[t] = row[ix0 + t * sw];
             }
             for (int64_t t = t1; t < run.len; ++t) dr[t] = 0.0f;
           }
-          for (int64_t r = n; r < nr; ++r) o[r] = 0.0f;
+          if (n < nr) zero_run(o + n, nr - n);
         }
       }
     }
