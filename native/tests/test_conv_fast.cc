@@ -163,7 +163,11 @@ TEST(conv2d_paths_match_reference_at_every_level) {
   const Conv cases[] = {
       {1, 16, 9, 11, 24, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},     // pointwise: GEMM on the plane
       {2, 5, 13, 7, 13, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, 0},    // pointwise, batch 2, m = mr + 1
-      {1, 8, 10, 10, 12, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // 1x1 stride 2: im2col
+      {1, 8, 10, 10, 12, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // 1x1 stride 2: gather + GEMM
+      {2, 7, 13, 11, 29, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, false, 1},   // 1x1 s2, odd sizes, batch 2
+      {1, 9, 17, 23, 14, 1, 1, 3, 2, 1, 1, 1, {0, 0, 0, 0}, true, 6},    // 1x1, strides 3 and 2
+      {1, 6, 9, 14, 8, 1, 1, 1, 3, 1, 1, 2, {0, 0, 0, 0}, true, 2},      // 1x1, strides 1 and 3, 2 groups
+      {1, 5, 11, 10, 7, 1, 1, 2, 2, 1, 1, 1, {1, 0, 0, 1}, true, 0},     // 1x1 s2 padded: im2col
       {1, 3, 17, 19, 25, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},    // 3x3 pad 1, clip
       {1, 6, 15, 16, 11, 3, 3, 2, 2, 1, 1, 1, {1, 1, 0, 0}, true, 3},    // stride 2, asymmetric pads
       {1, 3, 23, 21, 16, 7, 7, 2, 2, 1, 1, 1, {3, 3, 3, 3}, true, 1},    // a stem: 7x7 s2 p3
@@ -185,6 +189,7 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       // rows with a parallel im2col, depthwise planes.
       {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
       {1, 128, 30, 30, 128, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},
+      {1, 128, 33, 33, 256, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, 0},  // 1x1 s2, parallel gather
       {1, 200, 12, 12, 160, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},
       {1, 32, 60, 60, 32, 3, 3, 1, 1, 1, 1, 32, {1, 1, 1, 1}, true, 6},
       {1, 32, 121, 120, 32, 3, 3, 2, 2, 1, 1, 32, {1, 1, 1, 1}, false, 0},
@@ -286,6 +291,7 @@ TEST(conv2d_add_fusion_matches_reference) {
   //            n  c   h   w   o  kh kw sh sw dh dw  g  pads           bias  act (of the add)
   const Conv cases[] = {
       {1, 16, 9, 11, 24, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},     // pointwise
+      {2, 12, 15, 13, 20, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // pointwise strided, batch 2
       {2, 6, 15, 16, 11, 3, 3, 2, 2, 1, 1, 1, {1, 1, 0, 0}, true, 2},     // im2col blocks, batch 2
       {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 3},    // rows split across threads
       {2, 9, 5, 4, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, false, 1},     // pixels as rows
