@@ -1,17 +1,171 @@
 // F(4x4, 3x3) transforms at the avx2 level: 8 tiles per call, one per vector lane.
+//
+// Input: each of the 6 window rows is 34 floats of a padded plane row (tile k at 4k). Vectors
+// holding tiles (k, k + 4) in their 128-bit halves go through the 4x4 in-lane transpose to give
+// d0..d3 (tile k in lane k); the tiles one further, (k + 1, k + 5), give d4 and d5 the same way.
+// B^T runs along the row, then down the columns, and V goes straight into the packed B panel rows.
+// Output: M is summed by A^T down the columns, then along the rows (the bias rides on M[1][1],
+// which reaches every output with weight 1); each output row is re-interleaved into 4 vectors of
+// 8 columns, and the residual, the activation and masked stores at the patch edge follow.
+#include <immintrin.h>
+
 #include "kernels/ref/f32-winograd-impl.h"
 
 namespace ds {
 namespace {
-void input__avx2(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
-  winograd::input<8>(x, x_stride, count, v, v_stride);
+
+constexpr int kLanes = 8;
+
+// t = B^T d (docs in f32-winograd-impl.h).
+inline void input_1d(const __m256 d[6], __m256 t[6]) {
+  const __m256 c2 = _mm256_set1_ps(2.0f), c4 = _mm256_set1_ps(4.0f), c5 = _mm256_set1_ps(5.0f);
+  const __m256 d31 = _mm256_sub_ps(d[3], d[1]), d42 = _mm256_sub_ps(d[4], d[2]);
+  t[0] = _mm256_fmadd_ps(c4, d[0], _mm256_fnmadd_ps(c5, d[2], d[4]));
+  t[1] = _mm256_fnmadd_ps(c4, _mm256_add_ps(d[1], d[2]), _mm256_add_ps(d[3], d[4]));
+  t[2] = _mm256_fmadd_ps(c4, _mm256_sub_ps(d[1], d[2]), _mm256_sub_ps(d[4], d[3]));
+  t[3] = _mm256_fmadd_ps(c2, d31, d42);
+  t[4] = _mm256_fnmadd_ps(c2, d31, d42);
+  t[5] = _mm256_fmadd_ps(c4, d[1], _mm256_fnmadd_ps(c5, d[3], d[5]));
 }
+
+// o = A^T m.
+inline void output_1d(const __m256 m[6], __m256 o[4]) {
+  const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
+  const __m256 c = _mm256_add_ps(m[3], m[4]), d = _mm256_sub_ps(m[3], m[4]);
+  o[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
+  o[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.0f), d, b);
+  o[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.0f), c, a);
+  o[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), d, b), m[5]);
+}
+
+// Tiles k and k + 4 (4 floats each, tile k at p + 4k) in the two halves.
+inline __m256 tile_pair(const float* p) {
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm_loadu_ps(p + 16), 1);
+}
+
+// d[j][k] = r[4k + j], j = 0..5, k = 0..7 (reads r[0..33]).
+inline void load_row(const float* r, __m256 d[6]) {
+  const __m256 a0 = tile_pair(r), a1 = tile_pair(r + 4), a2 = tile_pair(r + 8), a3 = tile_pair(r + 12);
+  const __m256 a4 = _mm256_insertf128_ps(  // tiles 4 and 8; only the first 2 floats of tile 8 exist
+      _mm256_castps128_ps256(_mm_loadu_ps(r + 16)), _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(r + 32))),
+      1);
+  const __m256 u0 = _mm256_unpacklo_ps(a0, a1), u1 = _mm256_unpackhi_ps(a0, a1);
+  const __m256 u2 = _mm256_unpacklo_ps(a2, a3), u3 = _mm256_unpackhi_ps(a2, a3);
+  d[0] = _mm256_shuffle_ps(u0, u2, 0x44);
+  d[1] = _mm256_shuffle_ps(u0, u2, 0xEE);
+  d[2] = _mm256_shuffle_ps(u1, u3, 0x44);
+  d[3] = _mm256_shuffle_ps(u1, u3, 0xEE);
+  const __m256 v0 = _mm256_unpacklo_ps(a1, a2), v1 = _mm256_unpacklo_ps(a3, a4);
+  d[4] = _mm256_shuffle_ps(v0, v1, 0x44);
+  d[5] = _mm256_shuffle_ps(v0, v1, 0xEE);
+}
+
+// Lanes below n set (n clamped to 0..8).
+inline __m256i lane_mask(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(n < 0 ? 0 : n > 8 ? 8 : n)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// dst[0..n) = the first n lanes of x, 0 < n < 8 (vmaskmovps stores are slow on some cores).
+inline void store_partial(float* dst, __m256 x, int64_t n) {
+  __m128 h = _mm256_castps256_ps128(x);
+  if (n & 4) {
+    _mm_storeu_ps(dst, h);
+    h = _mm256_extractf128_ps(x, 1);
+    dst += 4;
+  }
+  if (n & 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst), h);
+    h = _mm_movehl_ps(h, h);
+    dst += 2;
+  }
+  if (n & 1) _mm_store_ss(dst, h);
+}
+
+void input__avx2(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
+  __m256 rows[6][6];  // rows[i][b]: B^T along input row i
+  for (int i = 0; i < 6; ++i) {
+    __m256 d[6];
+    load_row(x + i * x_stride, d);
+    input_1d(d, rows[i]);
+  }
+  const bool full = count >= kLanes;
+  for (int b = 0; b < 6; ++b) {
+    const __m256 col[6] = {rows[0][b], rows[1][b], rows[2][b], rows[3][b], rows[4][b], rows[5][b]};
+    __m256 t[6];
+    input_1d(col, t);
+    for (int a = 0; a < 6; ++a) {
+      float* dst = v + (a * 6 + b) * v_stride;
+      if (full) _mm256_storeu_ps(dst, t[a]);
+      else store_partial(dst, t[a], count);
+    }
+  }
+}
+
+// act(x) for the codes done in vectors (0, 1, 2, 3, 5, 6); the others are applied afterwards.
+inline __m256 activate(int32_t act, __m256 x, __m256 alpha, __m256 beta) {
+  const __m256 zero = _mm256_setzero_ps();
+  switch (act) {
+    case 1: return _mm256_max_ps(x, zero);
+    case 2: return _mm256_min_ps(_mm256_max_ps(x, alpha), beta);
+    case 3: return _mm256_blendv_ps(x, _mm256_mul_ps(x, alpha), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+    case 5: return _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(alpha, x, beta), zero), _mm256_set1_ps(1.0f));
+    case 6: {
+      const __m256 g = _mm256_fmadd_ps(x, _mm256_set1_ps(1.0f / 6.0f), _mm256_set1_ps(0.5f));
+      return _mm256_mul_ps(x, _mm256_min_ps(_mm256_max_ps(g, zero), _mm256_set1_ps(1.0f)));
+    }
+    default: return x;
+  }
+}
+
 void output__avx2(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
                   int64_t y_stride) {
-  winograd::output<8>(m, m_stride, count, o, y, y_stride);
+  __m256 s[4][6];  // s[r][b] = sum over a of A^T[r][a] M[a][b]
+  for (int b = 0; b < 6; ++b) {
+    __m256 col[6], t[4];
+    for (int a = 0; a < 6; ++a) col[a] = _mm256_loadu_ps(m + (a * 6 + b) * m_stride);
+    if (b == 1) col[1] = _mm256_add_ps(col[1], _mm256_set1_ps(o.bias));  // + bias at every output
+    output_1d(col, t);
+    for (int r = 0; r < 4; ++r) s[r][b] = t[r];
+  }
+  const int64_t cols = o.cols < 4 * count ? o.cols : 4 * count;
+  const int32_t act = o.act;
+  const bool vector_act = act != 4 && act != 7;
+  const __m256 alpha = _mm256_set1_ps(o.alpha), beta = _mm256_set1_ps(o.beta);
+  for (int64_t r = 0; r < o.rows; ++r) {
+    __m256 t[4];
+    output_1d(s[r], t);
+    // In-lane 4x4 transpose: x_j holds tiles j and j + 4 (4 columns each), then pairs of tiles.
+    const __m256 u0 = _mm256_unpacklo_ps(t[0], t[1]), u1 = _mm256_unpackhi_ps(t[0], t[1]);
+    const __m256 u2 = _mm256_unpacklo_ps(t[2], t[3]), u3 = _mm256_unpackhi_ps(t[2], t[3]);
+    const __m256 x0 = _mm256_shuffle_ps(u0, u2, 0x44), x1 = _mm256_shuffle_ps(u0, u2, 0xEE);
+    const __m256 x2 = _mm256_shuffle_ps(u1, u3, 0x44), x3 = _mm256_shuffle_ps(u1, u3, 0xEE);
+    const __m256 q[4] = {_mm256_permute2f128_ps(x0, x1, 0x20), _mm256_permute2f128_ps(x2, x3, 0x20),
+                         _mm256_permute2f128_ps(x0, x1, 0x31), _mm256_permute2f128_ps(x2, x3, 0x31)};
+    float* yr = y + r * y_stride;
+    const float* res = o.residual ? o.residual + r * o.residual_stride : nullptr;
+    for (int g = 0; g < 4; ++g) {
+      const int64_t left = cols - 8 * g;
+      if (left <= 0) break;
+      __m256 val = q[g];
+      if (left >= 8) {
+        if (res) val = _mm256_add_ps(val, _mm256_loadu_ps(res + 8 * g));
+        if (vector_act) val = activate(act, val, alpha, beta);
+        _mm256_storeu_ps(yr + 8 * g, val);
+      } else {
+        const __m256i mask = lane_mask(left);
+        if (res) val = _mm256_add_ps(val, _mm256_maskload_ps(res + 8 * g, mask));
+        if (vector_act) val = activate(act, val, alpha, beta);
+        store_partial(yr + 8 * g, val, left);
+      }
+    }
+    if (!vector_act)
+      for (int64_t c = 0; c < cols; ++c) yr[c] = gemm_activate(act, yr[c], o.alpha, o.beta);
+  }
 }
 }  // namespace
 
-const WinogradKernels ds_f32_winograd43_kernels__avx2 = {"ds_f32_winograd43__avx2", 8, input__avx2, output__avx2};
+const WinogradKernels ds_f32_winograd43_kernels__avx2 = {"ds_f32_winograd43__avx2", kLanes, input__avx2,
+                                                         output__avx2};
 
 }  // namespace ds
