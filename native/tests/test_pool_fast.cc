@@ -82,5 +82,15 @@ TEST(maxpool2d_simd_matches_reference) {
     if (p.oh < 1 || p.ow < 1) continue;
     check(p, rng, "random " + std::to_string(r), &ran);
   }
+  // Strides 3-5 with pads, and rows longer than the kernels' row buffer (2048 floats): the output
+  // columns go in several chunks; a window wider than half the buffer takes the scalar path.
+  for (int64_t s : {3, 4, 5}) check(make(1, 2, 12, 37, 3, s, 1, 1, true), rng, "s" + std::to_string(s), &ran);
+  check(make(1, 1, 3, 4500, 3, 1, 1, 1, false), rng, "long row s1", &ran);
+  check(make(1, 1, 3, 4500, 2, 2, 0, 1, true), rng, "long row s2", &ran);
+  check(make(1, 1, 4, 7000, 3, 3, 1, 2, false), rng, "long row s3 dilation 2", &ran);
+  ds::Pool2dParams wide = make(1, 1, 2, 2600, 1, 7, 0, 1, false);
+  wide.kw = 1100;
+  wide.ow = out_size(wide.w, 0, 0, wide.kw, 7, 1, false);
+  check(wide, rng, "window wider than the buffer", &ran);
   if (ran == 0) SKIP("no SIMD level on this machine");
 }
