@@ -179,6 +179,9 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       {2, 9, 5, 4, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 3},      // pixels as rows, batch 2
       {1, 8, 4, 4, 40, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 1},      // pixels as rows, 2 groups
       {1, 24, 7, 7, 70, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 6},     // pointwise, pixels as rows
+      {1, 16, 8, 7, 64, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},     // pixels, windows inside the input
+      {1, 10, 9, 8, 50, 3, 2, 2, 1, 2, 1, 1, {0, 0, 2, 1}, false, 0},    // pixels, pads at the end only
+      {2, 12, 11, 13, 60, 3, 3, 2, 3, 1, 2, 3, {1, 2, 0, 1}, true, 3},   // pixels, strides, dilation, groups
       {1, 10, 12, 13, 10, 3, 3, 1, 1, 1, 1, 10, {1, 1, 1, 1}, true, 6},  // depthwise s1
       {2, 7, 17, 18, 7, 3, 3, 2, 2, 1, 1, 7, {1, 1, 1, 1}, true, 2},     // depthwise s2, batch 2
       {1, 6, 11, 9, 6, 3, 3, 2, 2, 1, 1, 6, {0, 0, 0, 0}, false, 4},     // depthwise s2 unpadded, sigmoid

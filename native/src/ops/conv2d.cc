@@ -230,6 +230,91 @@ void im2col_pack(const Conv2dParams& c, const float* x, int64_t cg, int64_t j0, 
   }
 }
 
+// ---- pixels as rows: im2col^T from a padded plane ----
+//
+// The pixels path packs im2col^T as A panels of mr pixels (mr = 12 or 6), where a panel often
+// spans two or three output rows: run-by-run copies with bounds checks cost ~2 cycles a float.
+// Instead the input is first copied once into a zero-padded plane holding every window (skipped
+// when no window leaves the input), and each (channel, tap) row of a panel is mr loads at offsets
+// computed once per panel.
+struct PaddedPlane {
+  int64_t hp, wp;  // rows and columns the windows reach
+  bool copy;       // false: the input itself (no padding needed)
+};
+
+PaddedPlane padded_plane(const Conv2dParams& c) {
+  PaddedPlane q;
+  q.hp = (c.oh - 1) * c.stride_h + (c.kh - 1) * c.dil_h + 1;
+  q.wp = (c.ow - 1) * c.stride_w + (c.kw - 1) * c.dil_w + 1;
+  q.copy = c.pad_top > 0 || c.pad_left > 0 || q.hp > c.h || q.wp > c.w;
+  if (!q.copy) q.hp = c.h, q.wp = c.w;
+  return q;
+}
+
+// Channels [c0, c1) of one image: p[ci][yy][xx] = x[ci][yy - pad_top][xx - pad_left], zero outside.
+void pad_plane(const Conv2dParams& c, const PaddedPlane& q, const float* x, int64_t c0, int64_t c1, float* p) {
+  const int64_t x0 = std::min(c.pad_left, q.wp), x1 = std::min(c.pad_left + c.w, q.wp);
+  for (int64_t ci = c0; ci < c1; ++ci) {
+    const float* xc = x + ci * c.h * c.w;
+    float* pc = p + ci * q.hp * q.wp;
+    for (int64_t yy = 0; yy < q.hp; ++yy) {
+      float* row = pc + yy * q.wp;
+      const int64_t iy = yy - c.pad_top;
+      if (iy < 0 || iy >= c.h) {
+        zero_run(row, q.wp);
+        continue;
+      }
+      zero_run(row, x0);
+      copy_run(row + x0, xc + iy * c.w, x1 - x0);
+      zero_run(row + x1, q.wp - x1);
+    }
+  }
+}
+
+// The pixels path's workspace starts with the padded plane, which the GEMM's workspace then reuses
+// (the plane is read before the GEMM starts).
+int64_t pixels_head_floats(const GemmKernels& g, const Conv2dParams& c, int threads) {
+  const PaddedPlane q = padded_plane(c);
+  return round16(std::max(gemm_workspace_floats(g, threads), q.copy ? c.c * q.hp * q.wp : 0));
+}
+
+template <int MR>
+inline void gather_row(float* dst, const float* src, const int64_t* idx) {
+  for (int r = 0; r < MR; ++r) dst[r] = src[idx[r]];
+}
+
+// Pixels [j0, j0 + cols) of one group's im2col^T as packed A panels of mr rows (mr <= 32):
+// dst[q*k*mr + d*mr + r] = im2col[d][j0 + q*mr + r], zero past cols. p: the group's first channel
+// of the padded plane.
+void im2col_pack_rows(const Conv2dParams& c, const PaddedPlane& q, const float* p, int64_t cg, int64_t j0,
+                      int64_t cols, int64_t mr, float* dst) {
+  const int64_t k = cg * c.kh * c.kw, plane = q.hp * q.wp;
+  int64_t idx[32];
+  for (int64_t pq = 0; pq * mr < cols; ++pq) {
+    const int64_t n = std::min(mr, cols - pq * mr);
+    bool contiguous = true;
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t j = j0 + pq * mr + r, oy = j / c.ow, ox = j % c.ow;
+      idx[r] = oy * c.stride_h * q.wp + ox * c.stride_w;
+      contiguous = contiguous && idx[r] == idx[0] + r;
+    }
+    float* o = dst + pq * k * mr;
+    for (int64_t ci = 0; ci < cg; ++ci) {
+      for (int64_t ky = 0; ky < c.kh; ++ky) {
+        for (int64_t kx = 0; kx < c.kw; ++kx, o += mr) {
+          const float* src = p + ci * plane + ky * c.dil_h * q.wp + kx * c.dil_w;
+          if (contiguous) copy_run(o, src + idx[0], n);
+          else if (n == 12 && mr == 12) gather_row<12>(o, src, idx);
+          else if (n == 6 && mr == 6) gather_row<6>(o, src, idx);
+          else
+            for (int64_t r = 0; r < n; ++r) o[r] = src[idx[r]];
+          if (n < mr) zero_run(o + n, mr - n);
+        }
+      }
+    }
+  }
+}
+
 // ---- Winograd F(4x4, 3x3) ----
 //
 // Per image: the input is copied once into a zero-padded buffer of whole 6x6 windows (Hp x Wp per
@@ -413,8 +498,8 @@ int64_t workspace_floats(const OpParams& p, const void* state, const std::vector
     }
     case Path::kGemmPixels: {
       const int64_t n = os[2] * os[3];
-      return round16(gemm_workspace_floats(*s->g, threads)) + round16(gemm_packed_a_size(*s->g, n, s->k)) +
-             round16(n * s->m);
+      return pixels_head_floats(*s->g, conv_params(p, *in[0], *in[1], os), threads) +
+             round16(gemm_packed_a_size(*s->g, n, s->k)) + round16(n * s->m);
     }
     case Path::kWinograd: {
       const WinogradGeometry q = winograd_geometry(*s->g, *s->wk, (*in[0])[1], os[1], os[2], os[3], threads);
@@ -620,16 +705,26 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     if (s->path == Path::kGemmPixels) {
       // im2col^T as packed A panels of mr pixels, the GEMM into Y^T [n, m], then the transpose
       // (which adds the residual and applies the activation when there is a residual).
-      float* cols = ctx.workspace + round16(gemm_workspace_floats(g, threads));
+      float* cols = ctx.workspace + pixels_head_floats(g, c, threads);
       float* yt = cols + round16(gemm_packed_a_size(g, n, s->k));
+      const PaddedPlane pq = padded_plane(c);
       const int64_t panels = ceil_div(n, g.mr);
       const int64_t per_task = std::max<int64_t>(1, panels / (4 * threads));
       for (int64_t gi = 0; gi < c.group; ++gi) {
-        const float* xg = xb + gi * cg * c.h * c.w;
+        const float* pg = xb + gi * cg * pq.hp * pq.wp;
+        if (pq.copy) {  // the group's channels, into the head of the workspace (the GEMM's afterwards)
+          float* pp = ctx.workspace;
+          const int64_t per_ch = std::max<int64_t>(1, cg / (4 * threads));
+          parallel(ctx.pool, ceil_div(cg, per_ch), work_or_inline(cg * pq.hp * pq.wp, kMinParallelFloats), [&](int64_t task, int) {
+            const int64_t c0 = gi * cg + task * per_ch;
+            pad_plane(c, pq, xb, c0, std::min((gi + 1) * cg, c0 + per_ch), pp);
+          });
+          pg = pp + gi * cg * pq.hp * pq.wp;
+        }
         parallel(ctx.pool, ceil_div(panels, per_task), work_or_inline(n * s->k, kMinParallelFloats), [&](int64_t task, int) {
           const int64_t q0 = task * per_task, q1 = std::min(panels, q0 + per_task);
           const int64_t j0 = q0 * g.mr, j1 = std::min(n, q1 * g.mr);
-          im2col_pack(c, xg, cg, j0, j1 - j0, g.mr, cols + q0 * g.mr * s->k);
+          im2col_pack_rows(c, pq, pg, cg, j0, j1 - j0, g.mr, cols + q0 * g.mr * s->k);
         });
         GemmParams gp;
         gp.m = n;
