@@ -84,16 +84,19 @@ inline void store_partial(float* dst, __m256 x, int64_t n) {
 
 void input__avx2(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
   __m256 rows[6][6];  // rows[i][b]: B^T along input row i
+#pragma GCC unroll 6
   for (int i = 0; i < 6; ++i) {
     __m256 d[6];
     load_row(x + i * x_stride, d);
     input_1d(d, rows[i]);
   }
   const bool full = count >= kLanes;
+#pragma GCC unroll 6
   for (int b = 0; b < 6; ++b) {
     const __m256 col[6] = {rows[0][b], rows[1][b], rows[2][b], rows[3][b], rows[4][b], rows[5][b]};
     __m256 t[6];
     input_1d(col, t);
+#pragma GCC unroll 6
     for (int a = 0; a < 6; ++a) {
       float* dst = v + (a * 6 + b) * v_stride;
       if (full) _mm256_storeu_ps(dst, t[a]);
@@ -103,9 +106,10 @@ void input__avx2(const float* x, int64_t x_stride, int64_t count, float* v, int6
 }
 
 // act(x) for the codes done in vectors (0, 1, 2, 3, 5, 6); the others are applied afterwards.
-inline __m256 activate(int32_t act, __m256 x, __m256 alpha, __m256 beta) {
+template <int Act>
+inline __m256 activate(__m256 x, __m256 alpha, __m256 beta) {
   const __m256 zero = _mm256_setzero_ps();
-  switch (act) {
+  switch (Act) {
     case 1: return _mm256_max_ps(x, zero);
     case 2: return _mm256_min_ps(_mm256_max_ps(x, alpha), beta);
     case 3: return _mm256_blendv_ps(x, _mm256_mul_ps(x, alpha), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
@@ -118,21 +122,26 @@ inline __m256 activate(int32_t act, __m256 x, __m256 alpha, __m256 beta) {
   }
 }
 
-void output__avx2(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
-                  int64_t y_stride) {
+template <int Act>
+void output_act(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y, int64_t y_stride) {
   __m256 s[4][6];  // s[r][b] = sum over a of A^T[r][a] M[a][b]
+#pragma GCC unroll 6
   for (int b = 0; b < 6; ++b) {
     __m256 col[6], t[4];
+#pragma GCC unroll 6
     for (int a = 0; a < 6; ++a) col[a] = _mm256_loadu_ps(m + (a * 6 + b) * m_stride);
     if (b == 1) col[1] = _mm256_add_ps(col[1], _mm256_set1_ps(o.bias));  // + bias at every output
     output_1d(col, t);
+#pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) s[r][b] = t[r];
   }
   const int64_t cols = o.cols < 4 * count ? o.cols : 4 * count;
-  const int32_t act = o.act;
-  const bool vector_act = act != 4 && act != 7;
+  const int64_t groups = (cols + 7) / 8, last = cols - 8 * (groups - 1);  // 1..4 vectors of 8 columns
   const __m256 alpha = _mm256_set1_ps(o.alpha), beta = _mm256_set1_ps(o.beta);
-  for (int64_t r = 0; r < o.rows; ++r) {
+  const __m256i last_mask = lane_mask(last);
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    if (r >= o.rows) break;
     __m256 t[4];
     output_1d(s[r], t);
     // In-lane 4x4 transpose: x_j holds tiles j and j + 4 (4 columns each), then pairs of tiles.
@@ -144,24 +153,36 @@ void output__avx2(const float* m, int64_t m_stride, int64_t count, const Winogra
                          _mm256_permute2f128_ps(x0, x1, 0x31), _mm256_permute2f128_ps(x2, x3, 0x31)};
     float* yr = y + r * y_stride;
     const float* res = o.residual ? o.residual + r * o.residual_stride : nullptr;
+#pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
-      const int64_t left = cols - 8 * g;
-      if (left <= 0) break;
+      if (g >= groups) break;
       __m256 val = q[g];
-      if (left >= 8) {
+      if (g + 1 < groups || last == 8) {
         if (res) val = _mm256_add_ps(val, _mm256_loadu_ps(res + 8 * g));
-        if (vector_act) val = activate(act, val, alpha, beta);
-        _mm256_storeu_ps(yr + 8 * g, val);
+        _mm256_storeu_ps(yr + 8 * g, activate<Act>(val, alpha, beta));
       } else {
-        const __m256i mask = lane_mask(left);
-        if (res) val = _mm256_add_ps(val, _mm256_maskload_ps(res + 8 * g, mask));
-        if (vector_act) val = activate(act, val, alpha, beta);
-        store_partial(yr + 8 * g, val, left);
+        if (res) val = _mm256_add_ps(val, _mm256_maskload_ps(res + 8 * g, last_mask));
+        store_partial(yr + 8 * g, activate<Act>(val, alpha, beta), last);
       }
     }
-    if (!vector_act)
-      for (int64_t c = 0; c < cols; ++c) yr[c] = gemm_activate(act, yr[c], o.alpha, o.beta);
   }
+}
+
+void output__avx2(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
+                  int64_t y_stride) {
+  switch (o.act) {
+    case 0: return output_act<0>(m, m_stride, count, o, y, y_stride);
+    case 1: return output_act<1>(m, m_stride, count, o, y, y_stride);
+    case 2: return output_act<2>(m, m_stride, count, o, y, y_stride);
+    case 3: return output_act<3>(m, m_stride, count, o, y, y_stride);
+    case 5: return output_act<5>(m, m_stride, count, o, y, y_stride);
+    case 6: return output_act<6>(m, m_stride, count, o, y, y_stride);
+    default: break;
+  }
+  output_act<0>(m, m_stride, count, o, y, y_stride);  // then the activation in scalar code
+  const int64_t cols = o.cols < 4 * count ? o.cols : 4 * count;
+  for (int64_t r = 0; r < o.rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) y[r * y_stride + c] = gemm_activate(o.act, y[r * y_stride + c], o.alpha, o.beta);
 }
 }  // namespace
 

@@ -65,24 +65,28 @@ inline void load_row(const float* r, __m512 d[6]) {
 
 void input__avx512(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
   __m512 rows[6][6];  // rows[i][b]: B^T along input row i
+#pragma GCC unroll 6
   for (int i = 0; i < 6; ++i) {
     __m512 d[6];
     load_row(x + i * x_stride, d);
     input_1d(d, rows[i]);
   }
   const __mmask16 mask = count >= kLanes ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1);
+#pragma GCC unroll 6
   for (int b = 0; b < 6; ++b) {
     const __m512 col[6] = {rows[0][b], rows[1][b], rows[2][b], rows[3][b], rows[4][b], rows[5][b]};
     __m512 t[6];
     input_1d(col, t);
+#pragma GCC unroll 6
     for (int a = 0; a < 6; ++a) _mm512_mask_storeu_ps(v + (a * 6 + b) * v_stride, mask, t[a]);
   }
 }
 
 // act(x) for the codes done in vectors (0, 1, 2, 3, 5, 6); the others are applied afterwards.
-inline __m512 activate(int32_t act, __m512 x, __m512 alpha, __m512 beta) {
+template <int Act>
+inline __m512 activate(__m512 x, __m512 alpha, __m512 beta) {
   const __m512 zero = _mm512_setzero_ps();
-  switch (act) {
+  switch (Act) {
     case 1: return _mm512_max_ps(x, zero);
     case 2: return _mm512_min_ps(_mm512_max_ps(x, alpha), beta);
     case 3: return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, alpha);
@@ -95,46 +99,65 @@ inline __m512 activate(int32_t act, __m512 x, __m512 alpha, __m512 beta) {
   }
 }
 
-void output__avx512(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
-                    int64_t y_stride) {
+template <int Act>
+void output_act(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y, int64_t y_stride) {
   __m512 s[4][6];  // s[r][b] = sum over a of A^T[r][a] M[a][b]
+#pragma GCC unroll 6
   for (int b = 0; b < 6; ++b) {
     __m512 col[6], t[4];
+#pragma GCC unroll 6
     for (int a = 0; a < 6; ++a) col[a] = _mm512_loadu_ps(m + (a * 6 + b) * m_stride);
     if (b == 1) col[1] = _mm512_add_ps(col[1], _mm512_set1_ps(o.bias));  // + bias at every output
     output_1d(col, t);
+#pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) s[r][b] = t[r];
   }
   const int64_t cols = o.cols < 4 * count ? o.cols : 4 * count;
-  const int32_t act = o.act;
-  const bool vector_act = act != 4 && act != 7;
+  const int64_t groups = (cols + 15) / 16;  // 1..4 vectors of 16 columns
+  const __mmask16 last = __mmask16(0xFFFFu >> (16 * groups - cols));
   const __m512 alpha = _mm512_set1_ps(o.alpha), beta = _mm512_set1_ps(o.beta);
   // (t0, t1) and (t2, t3) interleaved per tile, then 4-float groups: tile k's 4 columns at 4k.
   const __m512i pair_lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i pair_hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   const __m512i quad_lo = _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
   const __m512i quad_hi = _mm512_setr_epi32(8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
-  for (int64_t r = 0; r < o.rows; ++r) {
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    if (r >= o.rows) break;
     __m512 t[4];
     output_1d(s[r], t);
     const __m512 u0 = _mm512_permutex2var_ps(t[0], pair_lo, t[1]), u1 = _mm512_permutex2var_ps(t[0], pair_hi, t[1]);
     const __m512 w0 = _mm512_permutex2var_ps(t[2], pair_lo, t[3]), w1 = _mm512_permutex2var_ps(t[2], pair_hi, t[3]);
-    __m512 q[4] = {_mm512_permutex2var_ps(u0, quad_lo, w0), _mm512_permutex2var_ps(u0, quad_hi, w0),
-                   _mm512_permutex2var_ps(u1, quad_lo, w1), _mm512_permutex2var_ps(u1, quad_hi, w1)};
+    const __m512 q[4] = {_mm512_permutex2var_ps(u0, quad_lo, w0), _mm512_permutex2var_ps(u0, quad_hi, w0),
+                         _mm512_permutex2var_ps(u1, quad_lo, w1), _mm512_permutex2var_ps(u1, quad_hi, w1)};
     float* yr = y + r * y_stride;
     const float* res = o.residual ? o.residual + r * o.residual_stride : nullptr;
+#pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
-      const int64_t left = cols - 16 * g;
-      if (left <= 0) break;
-      const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      if (g >= groups) break;
+      const __mmask16 mask = g + 1 < groups ? __mmask16(0xFFFF) : last;
       __m512 val = q[g];
       if (res) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(mask, res + 16 * g));
-      if (vector_act) val = activate(act, val, alpha, beta);
-      _mm512_mask_storeu_ps(yr + 16 * g, mask, val);
+      _mm512_mask_storeu_ps(yr + 16 * g, mask, activate<Act>(val, alpha, beta));
     }
-    if (!vector_act)
-      for (int64_t c = 0; c < cols; ++c) yr[c] = gemm_activate(act, yr[c], o.alpha, o.beta);
   }
+}
+
+void output__avx512(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
+                    int64_t y_stride) {
+  switch (o.act) {
+    case 0: return output_act<0>(m, m_stride, count, o, y, y_stride);
+    case 1: return output_act<1>(m, m_stride, count, o, y, y_stride);
+    case 2: return output_act<2>(m, m_stride, count, o, y, y_stride);
+    case 3: return output_act<3>(m, m_stride, count, o, y, y_stride);
+    case 5: return output_act<5>(m, m_stride, count, o, y, y_stride);
+    case 6: return output_act<6>(m, m_stride, count, o, y, y_stride);
+    default: break;
+  }
+  output_act<0>(m, m_stride, count, o, y, y_stride);  // then the activation in scalar code
+  const int64_t cols = o.cols < 4 * count ? o.cols : 4 * count;
+  for (int64_t r = 0; r < o.rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) y[r * y_stride + c] = gemm_activate(o.act, y[r * y_stride + c], o.alpha, o.beta);
 }
 }  // namespace
 
