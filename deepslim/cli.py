@@ -125,6 +125,20 @@ def _int_list(text: str, what: str) -> list[int]:
     return values
 
 
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from deepslim.runtime.tune import format_result, tune
+
+    path = Path(args.model)
+    if path.suffix != ".dsm":
+        raise ValueError(f"{args.model!r} is not a .dsm file (make one with deepslim convert or deepslim export)")
+    if not path.is_file():
+        raise FileNotFoundError(f"model file {args.model!r} does not exist")
+    for threads in _int_list(args.threads, "--threads"):
+        result = tune(path, threads=threads, rounds=args.rounds, write_cache=not args.dry_run, progress=True)
+        print(format_result(result))
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from deepslim.demo import run_demo
 
@@ -204,6 +218,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--profile", action="store_true",
                    help="instead of comparing engines, time each node of our runtime and print the slowest")
     s.set_defaults(func=_cmd_bench)
+
+    s = sub.add_parser("tune", help="time each node's kernel choices in-model and cache the fastest beside the model",
+                       description="For every node whose op has several kernels (conv2d: gemm, pixels, "
+                       "winograd), time each kernel inside the whole model on this CPU (sessions interleaved "
+                       "round by round, outputs checked against the op rules' output) and keep the fastest. "
+                       "The choices go to MODEL.dsm.tune.json, per CPU model, SIMD level and thread count; "
+                       "deepslim.runtime.Session (and everything built on it) uses them from then on.")
+    s.add_argument("model", help="the .dsm file")
+    s.add_argument("--threads", default="1", help="thread counts to tune for, e.g. 1,2 (default: 1)")
+    s.add_argument("--rounds", type=int, default=7, help="timing rounds per kernel (default: 7; medians are kept)")
+    s.add_argument("--dry-run", action="store_true", help="measure and print, but do not write the cache")
+    s.set_defaults(func=_cmd_tune)
 
     s = sub.add_parser("run", help="run a .dsm model on an input .npy", description="Run a .dsm model in the "
                        "native runtime. Prints the top-5 classes per example unless --output is given.")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deepslim.runtime.errors import BY_STATUS, DsmRuntimeError
+from deepslim.runtime.errors import BY_STATUS, DsmRuntimeError, InvalidArgumentError
 
 _LIB_NAME = "libdeepslim.so"
 _lib: ctypes.CDLL | None = None
@@ -67,6 +67,11 @@ def _load() -> ctypes.CDLL:
         ),
         "ds_session_get_output": (st, [vp, ctypes.c_size_t, _f32_p, ctypes.c_size_t]),
         "ds_session_node_count": (st, [vp, ctypes.POINTER(ctypes.c_size_t)]),
+        "ds_session_node_kernel": (
+            st,
+            [vp, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p)],
+        ),
+        "ds_isa": (ctypes.c_char_p, []),
         "ds_session_node_profile": (
             st,
             [
@@ -134,11 +139,25 @@ def _check(status: int, what: str) -> None:
 
 
 class _SessionOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("threads", ctypes.c_int), ("profile", ctypes.c_int)]
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("threads", ctypes.c_int),
+        ("profile", ctypes.c_int),
+        ("kernels", ctypes.c_char_p),
+    ]
 
 
 def runtime_version() -> str:
     return _load().ds_version().decode()
+
+
+def isa() -> str:
+    """The SIMD level new sessions use ("scalar", "avx2", "avx512", "avx512vnni"), after
+    DS_FORCE_ISA."""
+    level = _load().ds_isa()
+    if level is None:
+        raise InvalidArgumentError(f"DS_FORCE_ISA={os.environ.get('DS_FORCE_ISA')!r} is unknown or unavailable here")
+    return level.decode()
 
 
 class Session:
@@ -148,9 +167,15 @@ class Session:
     model, and returns the output array (or a dict name -> array when the model has several outputs).
     """
 
-    def __init__(self, model: str | os.PathLike | bytes, threads: int = 1, profile: bool = False):
+    def __init__(self, model: str | os.PathLike | bytes, threads: int = 1, profile: bool = False,
+                 kernels: dict[str, str] | None = None):
         """`model` is a .dsm file's path, or its bytes. With `profile`, every run times each node
-        (see `node_profile`)."""
+        (see `node_profile`).
+
+        `kernels` maps node names to the kernel their op should use (see `node_kernels` for the
+        choices). None (the default): the choices `deepslim tune` measured for this model, CPU,
+        SIMD level and thread count when its cache file is beside the model
+        (MODEL.dsm.tune.json), else each op's own rule; {}: each op's own rule."""
         lib = _load()
         self._lib = lib
         self._model = ctypes.c_void_p()
@@ -173,7 +198,14 @@ class Session:
         self.output_names, self.output_shapes = self._io_info(
             lib.ds_model_output_count, lib.ds_model_output_info
         )
-        options = _SessionOptions(ctypes.sizeof(_SessionOptions), threads, int(bool(profile)))
+        if kernels is None:
+            from deepslim.runtime.tune import cached_kernels
+
+            kernels = {} if self.path.name == "<memory>" else cached_kernels(self.path, threads)
+        self.kernels = dict(kernels)
+        text = "\n".join(f"{node}={kernel}" for node, kernel in self.kernels.items())
+        options = _SessionOptions(ctypes.sizeof(_SessionOptions), threads, int(bool(profile)),
+                                  text.encode() if text else None)
         _check(
             lib.ds_session_create(self._model, ctypes.byref(options), ctypes.byref(self._session)),
             f"creating a session for {self.path}",
@@ -252,6 +284,25 @@ class Session:
             )
             ms = total.value / 1e6 / runs.value if runs.value else 0.0
             rows.append({"name": name.value.decode(), "op": op.value.decode(), "runs": runs.value, "ms": ms})
+        return rows
+
+    def node_kernels(self) -> list[dict]:
+        """Per node, in run order: name, op, the kernel it runs ("" when its op has no choice) and
+        the kernels its op can be asked for (`kernels=`)."""
+        lib = self._lib
+        n = ctypes.c_size_t()
+        _check(lib.ds_session_node_count(self._session, ctypes.byref(n)), "reading the node count")
+        profile = self.node_profile()
+        rows = []
+        for i in range(n.value):
+            kernel, choices = ctypes.c_char_p(), ctypes.c_char_p()
+            _check(
+                lib.ds_session_node_kernel(self._session, i, ctypes.byref(kernel), ctypes.byref(choices)),
+                f"reading node {i}'s kernel",
+            )
+            listed = choices.value.decode()
+            rows.append({"name": profile[i]["name"], "op": profile[i]["op"], "kernel": kernel.value.decode(),
+                         "choices": listed.split(",") if listed else []})
         return rows
 
     def time_nodes(self, *inputs: np.ndarray, runs: int = 20, warmup: int = 3) -> list[dict]:

@@ -165,14 +165,16 @@ DS_API ds_status ds_session_create(const ds_model* model, const ds_session_optio
     require(model != nullptr, "model is NULL");
     int threads = 1;
     bool profile = false;
+    const char* kernels = nullptr;
     if (options) {
       // Options written against an older, shorter struct keep the defaults for missing fields.
       require(options->struct_size >= sizeof(size_t), "options->struct_size is too small");
       if (options->struct_size >= offsetof(ds_session_options, threads) + sizeof(int)) threads = options->threads;
       if (options->struct_size >= offsetof(ds_session_options, profile) + sizeof(int)) profile = options->profile != 0;
+      if (options->struct_size >= offsetof(ds_session_options, kernels) + sizeof(const char*)) kernels = options->kernels;
     }
     auto s = std::make_unique<ds_session>();
-    s->session = std::make_unique<ds::Session>(*model->model, threads);
+    s->session = std::make_unique<ds::Session>(*model->model, threads, ds::parse_kernel_choices(kernels));
     s->session->set_profiling(profile);
     *out_session = s.release();
   });
@@ -245,6 +247,18 @@ DS_API ds_status ds_session_node_profile(const ds_session* session, size_t index
     if (out_op) *out_op = np.op;
     if (out_runs) *out_runs = np.runs;
     if (out_total_ns) *out_total_ns = np.total_ns;
+  });
+}
+
+DS_API ds_status ds_session_node_kernel(const ds_session* session, size_t index, const char** out_kernel,
+                                        const char** out_choices) {
+  return guarded([&] {
+    require(session != nullptr, "session is NULL");
+    const ds::Session& s = *session->session;
+    if (index >= s.node_count())
+      ds::fail(DS_ERR_INVALID_ARG, "node index ", index, " is out of range (the model has ", s.node_count(), " nodes)");
+    if (out_kernel) *out_kernel = s.node_kernel(index);
+    if (out_choices) *out_choices = s.node_kernel_choices(index);
   });
 }
 

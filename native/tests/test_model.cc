@@ -1,5 +1,6 @@
 // End to end through the C API: the tiny network with dense, sparse_rel, codebook and Huffman
 // tensors, against the plain-loop forward pass; dynamic batch; model info; session errors.
+#include <cstddef>
 #include <cstdio>
 #include <string>
 
@@ -123,6 +124,25 @@ TEST(session_options_and_null_arguments) {
   CHECK(ds_session_create(m, &o, &s) == DS_OK);
   ds_session_free(s);
   CHECK(ds_session_create(nullptr, &o, &s) == DS_ERR_INVALID_ARG);
+  // Kernel choices: malformed entries and unknown nodes are refused by name; an options struct
+  // of the size before `kernels` existed never reads that field.
+  o.kernels = "no equals sign";
+  CHECK(ds_session_create(m, &o, &s) == DS_ERR_INVALID_ARG && s == nullptr);
+  CHECK(std::string(ds_last_error()).find("node=kernel") != std::string::npos);
+  o.kernels = " ; \n";  // blank entries only: no choice
+  CHECK(ds_session_create(m, &o, &s) == DS_OK);
+  ds_session_free(s);
+  o.kernels = "ghost=gemm";
+  CHECK(ds_session_create(m, &o, &s) == DS_ERR_INVALID_ARG);
+  CHECK(std::string(ds_last_error()).find("'ghost'") != std::string::npos);
+  o.struct_size = offsetof(ds_session_options, kernels);
+  CHECK(ds_session_create(m, &o, &s) == DS_OK);
+  const char* kernel = nullptr;
+  const char* choices = nullptr;
+  CHECK(ds_session_node_kernel(s, 0, &kernel, &choices) == DS_OK && kernel && choices);
+  CHECK(ds_session_node_kernel(s, 1000, &kernel, &choices) == DS_ERR_INVALID_ARG);
+  ds_session_free(s);
+  o = DS_SESSION_OPTIONS_INIT;
   ds_model* other = m;
   CHECK(ds_model_load_memory(nullptr, 10, &other) == DS_ERR_INVALID_ARG && other == nullptr);
   CHECK(ds_model_load_file("/nonexistent/model.dsm", &other) == DS_ERR_IO && other == nullptr);

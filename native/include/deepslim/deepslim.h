@@ -72,8 +72,14 @@ typedef struct ds_session_options {
   size_t struct_size; /* sizeof(ds_session_options): lets the struct grow by appending */
   int threads;        /* worker threads, >= 1 */
   int profile;        /* nonzero: time every node of every run (ds_session_node_profile) */
+  /* Per-node kernel choices, "node=kernel" entries separated by newlines or ';' (what
+   * `deepslim tune` measures and caches beside the model), or NULL: every op's own rule. A node
+   * that is not in the model, or a kernel its op does not have (ds_session_node_kernel lists
+   * them), fails ds_session_create with DS_ERR_INVALID_ARG. A choice that does not apply to the
+   * node's shapes leaves the op's rule in charge. */
+  const char* kernels;
 } ds_session_options;
-#define DS_SESSION_OPTIONS_INIT {sizeof(ds_session_options), 1, 0}
+#define DS_SESSION_OPTIONS_INIT {sizeof(ds_session_options), 1, 0, NULL}
 
 DS_API ds_status ds_session_create(const ds_model* model, const ds_session_options* options,
                                    ds_session** out_session);
@@ -107,6 +113,12 @@ DS_API ds_status ds_session_memory_info(const ds_session* session, size_t* out_a
 DS_API ds_status ds_session_node_count(const ds_session* session, size_t* out_count);
 DS_API ds_status ds_session_node_profile(const ds_session* session, size_t index, const char** out_name,
                                          const char** out_op, uint64_t* out_runs, uint64_t* out_total_ns);
+
+/* The kernel node `index` (in run order) runs, e.g. "winograd" ("" when its op has no kernel
+ * choice), and the kernels its op can be asked for in options.kernels, comma-separated ("" when
+ * none). Either out pointer may be NULL; the strings stay valid while the session lives. */
+DS_API ds_status ds_session_node_kernel(const ds_session* session, size_t index, const char** out_kernel,
+                                        const char** out_choices);
 
 /* The SIMD level sessions created now use: "scalar", "avx2" or "avx512" (the best the CPU and
  * OS support, or DS_FORCE_ISA=scalar|avx2|avx512 when set). NULL when DS_FORCE_ISA names a level

@@ -46,9 +46,67 @@ size_t assign_offsets(std::vector<BufferPlan>& buffers) {
   return arena;
 }
 
-Session::Session(const Model& model, int threads)
+KernelChoices parse_kernel_choices(const char* text) {
+  KernelChoices out;
+  if (!text) return out;
+  std::string entry;
+  for (const char* c = text;; ++c) {
+    if (*c && *c != '\n' && *c != ';') {
+      entry.push_back(*c);
+      continue;
+    }
+    const size_t a = entry.find_first_not_of(" \t\r"), b = entry.find_last_not_of(" \t\r");
+    entry = a == std::string::npos ? std::string() : entry.substr(a, b - a + 1);
+    if (!entry.empty()) {
+      const size_t eq = entry.rfind('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size())
+        fail(DS_ERR_INVALID_ARG, "kernel choice '", entry, "' is not of the form node=kernel");
+      out.emplace_back(entry.substr(0, eq), entry.substr(eq + 1));
+    }
+    entry.clear();
+    if (!*c) break;
+  }
+  return out;
+}
+
+namespace {
+
+std::string join_kernels(const OpDef& op) {
+  std::string s;
+  for (const char* const* k = op.kernels; k && *k; ++k) s += (s.empty() ? "" : ",") + std::string(*k);
+  return s;
+}
+
+// Per node index: the kernel asked for it, after checking every choice names a node of the
+// model and one of its op's kernels.
+std::vector<std::string> resolve_kernel_choices(const Model& model, const KernelChoices& choices) {
+  std::vector<std::string> per_node(model.nodes.size());
+  for (const auto& [node_name, kernel] : choices) {
+    size_t i = 0;
+    while (i < model.nodes.size() && model.nodes[i].name != node_name) ++i;
+    if (i == model.nodes.size())
+      fail(DS_ERR_INVALID_ARG, "kernel choice for node '", node_name, "': the model has no node of that name");
+    const OpDef& op = *model.nodes[i].op;
+    bool known = false;
+    for (const char* const* k = op.kernels; k && *k; ++k) known = known || kernel == *k;
+    if (!known) {
+      if (!op.kernels) fail(DS_ERR_INVALID_ARG, "kernel choice for node '", node_name, "': ", op.name, " has no kernel choices");
+      fail(DS_ERR_INVALID_ARG, "kernel choice for node '", node_name, "': ", op.name, " has no kernel '", kernel,
+           "' (its kernels: ", join_kernels(op), ")");
+    }
+    per_node[i] = kernel;
+  }
+  return per_node;
+}
+
+}  // namespace
+
+Session::Session(const Model& model, int threads, const KernelChoices& kernels)
     : model_(model), kernels_(select_kernels()), threads_(threads) {
   if (threads < 1) fail(DS_ERR_INVALID_ARG, "threads is ", threads, ", must be >= 1");
+  const std::vector<std::string> chosen = resolve_kernel_choices(model, kernels);
+  kernel_choices_.resize(model.nodes.size());
+  for (size_t i = 0; i < model.nodes.size(); ++i) kernel_choices_[i] = join_kernels(*model.nodes[i].op);
   input_data_.assign(model.inputs.size(), nullptr);
   input_shapes_.resize(model.inputs.size());
   input_bound_.assign(model.inputs.size(), false);
@@ -68,9 +126,22 @@ Session::Session(const Model& model, int threads)
       const Value& v = model.values[id];
       info.push_back({v.dtype, &v.dims, v.tensor_index >= 0 ? model.tensors[size_t(v.tensor_index)].ptr() : nullptr});
     }
-    states_[i] = node.op->prepare(node.params, info, kernels_, threads);
+    if (chosen[i].empty()) {
+      states_[i] = node.op->prepare(node.params, info, kernels_, threads);
+    } else {
+      OpParams params = node.params;
+      params.kernel_choice = chosen[i];
+      states_[i] = node.op->prepare(params, info, kernels_, threads);
+    }
   }
 }
+
+const char* Session::node_kernel(size_t index) const {
+  const OpDef& op = *model_.nodes.at(index).op;
+  return op.kernel_of && states_[index] ? op.kernel_of(states_[index].get()) : "";
+}
+
+const char* Session::node_kernel_choices(size_t index) const { return kernel_choices_.at(index).c_str(); }
 
 void Session::set_input(size_t index, const float* data, const Shape& shape) {
   if (index >= model_.inputs.size())

@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/model.h"
@@ -31,10 +33,18 @@ struct NodeProfile {
   uint64_t runs, total_ns;
 };
 
+// Per-node kernel choices: (node name, kernel name) pairs.
+using KernelChoices = std::vector<std::pair<std::string, std::string>>;
+
+// "node=kernel" entries separated by newlines or ';' (blank entries skipped) -> pairs; throws
+// DS_ERR_INVALID_ARG for an entry without '=' or with an empty side.
+KernelChoices parse_kernel_choices(const char* text);
+
 class Session {
  public:
-  // threads >= 1; v1 runs every kernel on the calling thread.
-  Session(const Model& model, int threads);
+  // threads >= 1. `kernels` names per node the kernel its op prepares (OpDef::kernels); an unknown
+  // node, an op without choices or a kernel the op does not have is refused (DS_ERR_INVALID_ARG).
+  Session(const Model& model, int threads, const KernelChoices& kernels = {});
 
   // Checks the shape against the graph, re-plans shapes and the arena when the shapes change.
   void set_input(size_t index, const float* data, const Shape& shape);
@@ -52,6 +62,10 @@ class Session {
   void set_profiling(bool on) { profile_ns_.assign(on ? model_.nodes.size() : 0, 0); profiled_runs_ = 0; }
   size_t node_count() const { return model_.nodes.size(); }
   NodeProfile node_profile(size_t index) const;
+  // The kernel node `index` runs ("" when its op has no choice) and the choices its op offers,
+  // comma-separated ("" when none).
+  const char* node_kernel(size_t index) const;
+  const char* node_kernel_choices(size_t index) const;
 
  private:
   void require_bound() const;
@@ -75,6 +89,7 @@ class Session {
   size_t arena_bytes_ = 0, activation_bytes_ = 0;
   std::vector<OpInput> scratch_;     // node inputs during run(), reserved by plan()
   std::vector<std::shared_ptr<const void>> states_;  // per node: what its op's prepare built
+  std::vector<std::string> kernel_choices_;  // per node: its op's OpDef::kernels, comma-separated
   // Per node, from plan_fusion: a conv2d that runs an add too reads fused_residual_ (else
   // kAbsentInput), writes fused_out_ with fused_params_ (the add's activation); the add is skipped.
   std::vector<uint32_t> fused_residual_, fused_out_;

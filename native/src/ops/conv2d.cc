@@ -450,6 +450,17 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow)) s->path = Path::kWinograd;
     else if (oh > 0 && ow > 0 && oh * ow <= 4 * s->m && s->g->nr > 1 && !strided_pointwise) s->path = Path::kGemmPixels;
   }
+  // A kernel the session was asked for (deepslim tune measures them in-model) replaces the rule's
+  // choice where it applies to this layer.
+  if (!p.kernel_choice.empty()) {
+    const bool sized = xd && xd->size() == 4 && (*xd)[2] > 0 && (*xd)[3] > 0;
+    if (p.kernel_choice == "gemm")
+      s->path = pointwise ? Path::kGemm1x1 : strided_pointwise ? Path::kGemm1x1Strided : Path::kGemmIm2col;
+    else if (p.kernel_choice == "winograd" && sized && winograd_shape)
+      s->path = Path::kWinograd;
+    else if (p.kernel_choice == "pixels" && sized && s->g->nr > 1 && !strided_pointwise)
+      s->path = Path::kGemmPixels;
+  }
   if (s->path == Path::kWinograd) {
     // U[xi] [O x C] from each filter, then packed as A: storage holds 36 packed matrices.
     s->wk = t.winograd43;
@@ -781,9 +792,21 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
   }
 }
 
+// The kernels a session can ask for per node (OpParams::kernel_choice) and what a state runs.
+const char* const kKernels[] = {"gemm", "pixels", "winograd", nullptr};
+
+const char* kernel_of(const void* state) {
+  switch (static_cast<const State*>(state)->path) {
+    case Path::kDepthwise3x3: return "depthwise3x3";
+    case Path::kGemmPixels: return "pixels";
+    case Path::kWinograd: return "winograd";
+    default: return "gemm";
+  }
+}
+
 }  // namespace
 
 extern const OpDef kConv2dOp = {1,       "conv2d",     2,       3, parse, infer_shape, run, false, nullptr,
-                                prepare, run_prepared, workspace_floats};
+                                prepare, run_prepared, workspace_floats, kKernels, kernel_of};
 
 }  // namespace ds

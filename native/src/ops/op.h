@@ -55,6 +55,10 @@ struct OpParams {
   int64_t mult = 0, mult_b = 0;        // qadd a/b multipliers; qglobal_avgpool multiplier
   int32_t shift = 0;                   // qadd, qglobal_avgpool
   std::vector<int64_t> zps, mults, shifts;  // qconcat, per input
+  // Not an attribute: the kernel the session was asked to prepare this node with (one of its
+  // OpDef::kernels; empty: the op's own rule). Set by the session from the per-node kernel
+  // choices (ds_session_options.kernels), read by prepare only.
+  std::string kernel_choice;
 };
 
 // A node input as the loader knows it: dtype, declared dims, and the data of a constant (null for
@@ -113,6 +117,12 @@ struct OpDef {
   // (im2col blocks, GEMM packing). The session keeps one workspace, the largest any node asks for.
   int64_t (*workspace_floats)(const OpParams& p, const void* state, const std::vector<const Shape*>& inputs,
                               const Shape& out_shape, int threads) = nullptr;
+  // Optional, with prepare: the kernels a node of this op can be asked to use (OpParams::kernel_choice),
+  // null-terminated, and the name of the one a prepared state runs. A choice that does not apply
+  // to a node's shapes (e.g. Winograd for a 1x1 conv) leaves the op's own rule in charge;
+  // kernel_of tells which kernel won. Tuning (deepslim tune) times every choice per node.
+  const char* const* kernels = nullptr;
+  const char* (*kernel_of)(const void* state) = nullptr;
 };
 
 // The op with this id, or null.

@@ -1,0 +1,102 @@
+"""Per-node kernel choices (Session(kernels=...), node_kernels) and `deepslim tune`'s cache."""
+
+import json
+
+import numpy as np
+import pytest
+
+from deepslim.cli import main
+from deepslim.format import write_dsm
+from deepslim.ir import Graph, Value
+from deepslim.runtime import InvalidArgumentError, Session
+from deepslim.runtime.tune import cache_path, cached_kernels, tune
+
+
+def _conv_net(path, c=16, o=16, hw=12):
+    """x -> conv 3x3 s1 p1 (Winograd-shaped) + relu -> conv 1x1 -> maxpool 2x2 -> y."""
+    rng = np.random.default_rng(3)
+    g = Graph()
+    g.add_value(Value("x", (1, c, hw, hw)))
+    g.add_constant("c1.w", rng.standard_normal((o, c, 3, 3)).astype(np.float32) * 0.2)
+    g.add_constant("c1.b", rng.standard_normal(o).astype(np.float32))
+    g.add_constant("c2.w", rng.standard_normal((o, o, 1, 1)).astype(np.float32) * 0.2)
+    for name in ("h1", "h2"):
+        g.add_value(Value(name, (1, o, hw, hw)))
+    g.add_value(Value("y", (1, o, hw // 2, hw // 2)))
+    g.add_node("conv2d", "c1", ["x", "c1.w", "c1.b"], ["h1"], pads=[1, 1, 1, 1], activation=1)
+    g.add_node("conv2d", "c2", ["h1", "c2.w"], ["h2"])
+    g.add_node("maxpool2d", "pool", ["h2"], ["y"], kernel=[2, 2], strides=[2, 2])
+    g.inputs, g.outputs = ["x"], ["y"]
+    write_dsm(g, path)
+    return path
+
+
+def test_node_kernels_list_choices_and_a_choice_changes_the_kernel(tmp_path):
+    model = _conv_net(tmp_path / "net.dsm")
+    rule = Session(model, kernels={})
+    rows = {r["name"]: r for r in rule.node_kernels()}
+    assert rows["c1"]["op"] == "conv2d" and rows["c1"]["choices"] == ["gemm", "pixels", "winograd"]
+    assert rows["pool"]["kernel"] == "" and rows["pool"]["choices"] == []
+    x = np.random.default_rng(0).standard_normal((1, 16, 12, 12)).astype(np.float32)
+    want = rule.run(x)
+    for kernel in ("gemm", "pixels", "winograd"):
+        s = Session(model, kernels={"c1": kernel})
+        assert {r["name"]: r["kernel"] for r in s.node_kernels()}["c1"] == kernel
+        np.testing.assert_allclose(s.run(x), want, atol=1e-4, rtol=1e-4)
+    # Winograd does not apply to a 1x1 conv: the rule keeps its kernel
+    s = Session(model, kernels={"c2": "winograd"})
+    assert {r["name"]: r["kernel"] for r in s.node_kernels()}["c2"] in ("gemm", "pixels")
+
+
+@pytest.mark.parametrize("kernels, message", [
+    ({"nope": "gemm"}, "no node of that name"),
+    ({"c1": "fast"}, "has no kernel 'fast'.*gemm,pixels,winograd"),
+    ({"pool": "gemm"}, "maxpool2d has no kernel choices"),
+    ({"c1": ""}, "not of the form node=kernel"),
+])
+def test_bad_kernel_choices_are_refused_by_name(tmp_path, kernels, message):
+    model = _conv_net(tmp_path / "net.dsm")
+    with pytest.raises(InvalidArgumentError, match=message):
+        Session(model, kernels=kernels)
+
+
+def test_tune_caches_the_fastest_kernels_and_sessions_use_them(tmp_path):
+    model = _conv_net(tmp_path / "net.dsm")
+    result = tune(model, threads=1, rounds=2, runs=2)
+    assert set(result.kernels) == {"c1", "c2"}
+    for node in result.nodes:
+        assert node.chosen == min(node.ms, key=node.ms.get)  # the fastest measured
+        assert node.rule in node.ms
+    assert {"gemm", "pixels", "winograd"} <= set(next(n for n in result.nodes if n.name == "c1").ms)
+    assert result.cache == cache_path(model) and result.cache.is_file()
+    assert cached_kernels(model, 1) == result.kernels
+    assert cached_kernels(model, 2) == {}  # tuned for 1 thread only
+    kernels = {r["name"]: r["kernel"] for r in Session(model).node_kernels()}
+    assert {k: kernels[k] for k in result.kernels} == result.kernels
+    assert Session(model).kernels == result.kernels and Session(model, kernels={}).kernels == {}
+
+
+def test_a_stale_or_broken_cache_is_not_used(tmp_path, capsys):
+    model = _conv_net(tmp_path / "net.dsm")
+    tune(model, threads=1, rounds=1, runs=1)
+    cache = cache_path(model)
+    data = json.loads(cache.read_text())
+    data["entries"][0]["cpu"] = "another CPU"
+    cache.write_text(json.dumps(data))
+    assert cached_kernels(model, 1) == {}
+    cache.write_text("{not json")
+    assert Session(model).kernels == {}
+    assert "ignoring the tuning cache" in capsys.readouterr().err
+    tune(model, threads=1, rounds=1, runs=1)
+    model.write_bytes(_conv_net(tmp_path / "other.dsm", o=8).read_bytes())  # the model changed
+    assert cached_kernels(model, 1) == {}
+
+
+def test_tune_cli_prints_the_table_and_refuses_other_files(tmp_path, capsys):
+    model = _conv_net(tmp_path / "net.dsm")
+    assert main(["tune", str(model), "--rounds", "1", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "| c1 | conv2d |" in out and "nodes changed" in out
+    assert not cache_path(model).exists()
+    assert main(["tune", str(tmp_path / "net.onnx")]) != 0
+    assert "not a .dsm file" in capsys.readouterr().err
