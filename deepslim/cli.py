@@ -104,7 +104,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             print(format_profile(profile_nodes(args.model, threads=args.threads, batch=batch)))
         return 0
     vs = [] if args.vs.strip() in ("", "none") else [v.strip() for v in args.vs.split(",") if v.strip()]
-    results = bench(args.model, threads=args.threads, batches=batches, vs=vs, seconds=args.seconds)
+    results = bench(args.model, threads=args.threads, batches=batches, vs=vs, seconds=args.seconds, tune=args.tune)
     print(format_results(results, args.model))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -217,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     s.add_argument("--profile", action="store_true",
                    help="instead of comparing engines, time each node of our runtime and print the slowest")
+    s.add_argument("--tune", action="store_true",
+                   help="first tune our kernel choices for this thread count (deepslim tune) unless the model's "
+                   "tuning cache already has them")
     s.set_defaults(func=_cmd_bench)
 
     s = sub.add_parser("tune", help="time each node's kernel choices in-model and cache the fastest beside the model",

@@ -33,6 +33,9 @@ def build_convert_parser(subparsers) -> argparse.ArgumentParser:
         "a dynamic batch (dim 0) stays dynamic whatever is given for it; repeat for several inputs",
     )
     s.add_argument("--no-optimize", action="store_true", help="write the graph as converted, without graph passes")
+    s.add_argument("--tune", metavar="THREADS", nargs="?", const="1", default=None,
+                   help="then time each node's kernels on this machine and cache the fastest beside the .dsm, "
+                   "for these thread counts (e.g. 1,2; default 1); see deepslim tune")
     s.set_defaults(func=convert_command)
     return s
 
@@ -86,4 +89,10 @@ def convert_command(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}: {nodes}, {params:,} params, {report.file_size:,} bytes")
     print(f"  inputs: {io}; outputs: {out}")
     print("  ops: " + ", ".join(f"{op} {k}" for op, k in sorted(ops.items(), key=lambda kv: -kv[1])))
+    if args.tune:
+        from deepslim.cli import _int_list
+        from deepslim.runtime.tune import format_result, tune
+
+        for threads in _int_list(args.tune, "--tune"):
+            print(format_result(tune(args.output, threads=threads, progress=True)))
     return 0

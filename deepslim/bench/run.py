@@ -125,13 +125,21 @@ def _time_interleaved(engines: dict, x: np.ndarray, seconds: float) -> dict[str,
 
 
 def bench(model: str, *, threads: int = 1, batches: list[int] | None = None, vs: list[str] | None = None,
-          seconds: float = 3.0, workdir: Path | None = None, log=print) -> list[BenchResult]:
+          seconds: float = 3.0, workdir: Path | None = None, log=print, tune: bool = False) -> list[BenchResult]:
     batches = batches or [1]
     vs = list(PEERS) if vs is None else vs
     workdir = workdir or Path("results") / "bench"
     prepared = prepare(model, workdir)
     for note in prepared.notes:
         log(f"note: {note}")
+    if tune:
+        from deepslim.runtime.tune import cached_kernels, format_result
+        from deepslim.runtime.tune import tune as tune_kernels
+
+        if cached_kernels(prepared.dsm, threads):
+            log(f"note: kernel choices from {prepared.dsm.name}.tune.json")
+        else:
+            log(format_result(tune_kernels(prepared.dsm, threads=threads, progress=True)))
     engines = {"deepslim": _load("deepslim", prepared, threads)}
     results: list[BenchResult] = []
     unavailable: dict[str, str] = {}

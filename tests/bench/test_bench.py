@@ -37,3 +37,15 @@ def test_missing_peer_is_skipped_with_a_note(tmp_path, monkeypatch):
 def test_cli_rejects_a_bad_batch_list(capsys):
     assert main(["bench", "lenet300", "--batch", "1,x"]) == 1
     assert "--batch" in capsys.readouterr().err
+
+
+def test_bench_tune_tunes_once_then_uses_the_cache(tmp_path):
+    from deepslim.runtime.tune import cache_path
+
+    logs = []
+    bench("lenet5", vs=[], seconds=0.1, workdir=tmp_path, log=logs.append, tune=True)
+    assert cache_path(tmp_path / "lenet5.dsm").is_file()
+    assert any("nodes changed" in str(line) for line in logs)
+    logs.clear()
+    bench("lenet5", vs=[], seconds=0.1, workdir=tmp_path, log=logs.append, tune=True)
+    assert any("kernel choices from lenet5.dsm.tune.json" in str(line) for line in logs)

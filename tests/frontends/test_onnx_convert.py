@@ -70,6 +70,17 @@ def test_convert_writes_an_optimized_dsm(tmp_path, capsys):
     assert np.max(np.abs(run_graph(g, x) - want)) <= 1e-4 * max(1.0, float(np.abs(want).max()))
 
 
+def test_convert_tune_caches_kernel_choices(tmp_path, capsys):
+    from deepslim.runtime.tune import cache_path, cached_kernels
+
+    src = _model(tmp_path / "m.onnx")
+    out = tmp_path / "m.dsm"
+    code, _ = run_cli(["convert", str(src), "-o", str(out), "--input-shape", "x=1,3,16,12", "--tune"])
+    assert code == 0 and cache_path(out).is_file()
+    assert set(cached_kernels(out, 1)) == {n.name for n in read_dsm(out).nodes if n.op == "conv2d"}
+    assert "nodes changed" in capsys.readouterr().out
+
+
 def test_convert_no_optimize(tmp_path, capsys):
     src = _model(tmp_path / "m.onnx", x_shape=(1, 3, 8, 8))
     out = tmp_path / "m.dsm"
