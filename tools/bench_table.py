@@ -34,6 +34,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--vs", default="onnxruntime,openvino,ncnn")
     ap.add_argument("--out", default="results/bench/table.json")
+    ap.add_argument("--tune", action="store_true", help="tune our kernel choices per model and thread count first")
     args = ap.parse_args()
     models = [m for m in args.models.split(",") if m]
     threads = [int(t) for t in args.threads.split(",")]
@@ -42,7 +43,7 @@ def main() -> None:
     raw = []
     for model in models:
         for t in threads:
-            results = bench(model, threads=t, vs=vs, seconds=args.seconds, log=lambda _m: None)
+            results = bench(model, threads=t, vs=vs, seconds=args.seconds, log=lambda _m: None, tune=args.tune)
             raw += [dict(r, model=model) for r in as_json(results)]
             rows[model, t] = {r.engine: r.median_ms for r in results if r.median_ms is not None}
             print(f"{model} {t}T: " + ", ".join(f"{e} {ms:.3f}" for e, ms in rows[model, t].items()), flush=True)
