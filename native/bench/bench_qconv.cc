@@ -4,6 +4,7 @@
 // nanoseconds per output. Inputs are random; the results are not checked here.
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -55,11 +56,18 @@ void bench_dw(const ds::QKernels& k, int64_t c, int64_t h, int64_t stride) {
   const auto w = random_bytes(size_t(c * 9), 2);
   const Channels ch(c);
   std::vector<uint8_t> ws(size_t(ds::ds_qu8_dwconv_workspace(p))), y(size_t(c * p.oh * p.ow));
-  const double s = time_per_call([&] {
-    k.dwconv(q, x.data(), reinterpret_cast<const int8_t*>(w.data()), ch.params(), ws.data(), y.data(), 0, c);
-  });
-  std::printf("dw3x3 c=%-4lld %3lldx%-3lld s%lld  %8.1f us  %6.3f ns/output\n", (long long)c, (long long)h,
+  auto time = [&](ds::QDwConvKernel kernel) {
+    return time_per_call([&] {
+      kernel(q, x.data(), reinterpret_cast<const int8_t*>(w.data()), ch.params(), ws.data(), y.data(), 0, c);
+    });
+  };
+  const double s = time(k.dwconv);
+  std::printf("dw3x3 c=%-4lld %3lldx%-3lld s%lld  %8.1f us  %6.3f ns/output", (long long)c, (long long)h,
               (long long)h, (long long)stride, s * 1e6, s * 1e9 / double(y.size()));
+  if (k.dwconv == ds::ds_qu8_dwconv3x3__avx512vnni)  // its two kernels apart
+    std::printf("   channels in lanes %8.1f us  planes %8.1f us", time(ds::ds_qu8_dwconv3x3_cl__avx512vnni) * 1e6,
+                time(ds::ds_qu8_dwconv3x3_planes__avx512vnni) * 1e6);
+  std::printf("\n");
 }
 
 void bench_gemm(const ds::QGemmKernels& g, int64_t m, int64_t k, int64_t n) {
@@ -80,7 +88,8 @@ void bench_gemm(const ds::QGemmKernels& g, int64_t m, int64_t k, int64_t n) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool dw_only = argc > 1 && std::string(argv[1]) == "dw";  // the depthwise layers only
   const ds::CpuFeatures& f = ds::cpu_features();
   const ds::QKernels& k = f.avx512vnni ? ds::ds_qkernels__avx512vnni : ds::ds_qkernels__avx2;
   std::printf("int8 kernels: %s\n", k.isa);
@@ -88,6 +97,7 @@ int main() {
   const int64_t dw[][3] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2}, {192, 28, 1},
                            {192, 28, 2}, {384, 14, 1}, {576, 14, 1}, {576, 14, 2}, {960, 7, 1}};
   for (const auto& s : dw) bench_dw(k, s[0], s[1], s[2]);
+  if (dw_only) return 0;
   // MobileNet V2 1x1 layers (m, k, pixels) and ResNet-18 3x3 layers as GEMMs
   const int64_t gemms[][3] = {{16, 32, 12544}, {96, 16, 12544}, {24, 96, 3136}, {144, 24, 3136}, {32, 144, 784},
                               {192, 32, 784},  {64, 192, 784},  {384, 64, 196},  {960, 160, 49}, {1280, 320, 49},

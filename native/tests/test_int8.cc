@@ -691,6 +691,40 @@ TEST(qu8_dwconv3x3_matches_the_reference_on_random_shapes) {
   }
 }
 
+// The AVX-512 3x3 kernels run channels 16 to a vector (channels in lanes) or one plane at a time:
+// channel counts around 16, channel ranges starting inside a block, plane widths around the 4- and
+// 8-window steps, both kernels apart.
+TEST(qu8_dwconv3x3_channel_blocks_match_the_reference) {
+  std::vector<Level> levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+#if defined(__x86_64__)
+  static ds::QKernels planes = ds::ds_qkernels__avx512vnni;
+  planes.dwconv = ds::ds_qu8_dwconv3x3_planes__avx512vnni;
+  if (levels.back().k == &ds::ds_qkernels__avx512vnni) levels.push_back({"avx512vnni planes", &planes});
+#endif
+  tiny::Rng rng(13);
+  const int64_t channels[] = {15, 16, 17, 31, 33, 47};
+  const int64_t widths[] = {1, 5, 7, 8, 9, 14, 16, 17, 28, 30, 56};
+  for (const Level& lv : levels) {
+    for (int64_t c : channels)
+      for (int64_t w : widths)
+        for (int64_t stride = 1; stride <= 2; ++stride) {
+          DwCase s;
+          s.c = c, s.w = w, s.k = 3;
+          s.h = 1 + int64_t(rng.uniform(0, 15.99f));
+          s.stride_h = 1 + int64_t(rng.uniform(0, 1.99f)), s.stride_w = stride;
+          s.pad_top = int64_t(rng.uniform(0, 1.99f)), s.pad_bottom = int64_t(rng.uniform(0, 1.99f));
+          s.pad_left = int64_t(rng.uniform(0, 1.99f)), s.pad_right = int64_t(rng.uniform(0, 1.99f));
+          const int64_t c0 = rng.uniform(0, 1) < 0.5f ? 0 : int64_t(rng.uniform(0, float(c) - 0.01f));
+          const int64_t c1 = rng.uniform(0, 1) < 0.5f ? c : c0 + 1 + int64_t(rng.uniform(0, float(c - c0) - 0.01f));
+          CHECK_MSG(dwconv_matches(lv, s, rng, c0, c1),
+                    std::string(lv.name) + " dwconv3x3 differs at c=" + std::to_string(c) + " [" + std::to_string(c0) +
+                        ", " + std::to_string(c1) + ") h=" + std::to_string(s.h) + " w=" + std::to_string(w) +
+                        " stride=" + std::to_string(s.stride_h) + "x" + std::to_string(stride));
+        }
+  }
+}
+
 TEST(qu8_elementwise_kernels_match_the_reference) {
   const auto levels = simd_levels();
   if (levels.empty()) SKIP("no int8 SIMD level on this CPU");

@@ -157,6 +157,32 @@ inline QDw3x3Layout ds_qu8_dw3x3_layout(const Conv2dParams& p) {
   return l;
 }
 
+// The channels-in-lanes 3x3 depthwise kernel (kernels/x86/qu8-dwconv3x3-avx512vnni.cc): blocks
+// of 16 channels transposed into rows of 16-byte pixels (channel c at byte c), each padded row
+// split into its even and odd pixels (`we` pixels each), a strip of output rows at a time.
+struct QDw3x3ClLayout {
+  int64_t windows;    // per output row: 4-pixel windows at even columns (stride 1: two outputs each),
+                      // run 4 (stride 1) or 8 at a time
+  int64_t we;         // pixels of each half row
+  int64_t row_bytes;  // 2 * we * 16
+  int64_t strip;      // output rows per strip
+  int64_t rows_in;    // padded rows per strip
+  int64_t bytes;      // workspace
+};
+inline QDw3x3ClLayout ds_qu8_dw3x3_cl_layout(const Conv2dParams& p) {
+  QDw3x3ClLayout l;
+  l.windows = p.stride_w == 1 ? (p.ow + 1) / 2 : p.ow;
+  const int64_t step = p.stride_w == 1 ? 4 : 8;  // windows per step
+  const int64_t windows = (l.windows + step - 1) / step * step;
+  l.we = std::max(windows + 1, (p.pad_left + (p.w + 15) / 16 * 16 + 1) / 2 + 1);
+  l.row_bytes = 2 * l.we * 16;
+  const int64_t budget = std::max<int64_t>(3, 24576 / l.row_bytes);
+  l.strip = std::max<int64_t>(1, std::min<int64_t>(p.oh, (budget - 3) / p.stride_h + 1));
+  l.rows_in = (l.strip - 1) * p.stride_h + 3;
+  l.bytes = l.rows_in * l.row_bytes + 64;
+  return l;
+}
+
 using QDwConvKernel = void (*)(const QConv2dParams& p, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
                                uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 // Any window (src/kernels/x86/qu8-dwconv-impl.h), and 3x3 with stride 1 or 2 across, which runs
@@ -169,6 +195,13 @@ void ds_qu8_dwconv3x3__avx2(const QConv2dParams& p, const uint8_t* x, const int8
                             uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
                                   const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
+// 3x3, dilation 1, stride 1 or 2 across only: the channels-in-lanes kernel (QDw3x3ClLayout), and
+// the per-channel plane kernel; ds_qu8_dwconv3x3__avx512vnni picks one by shape.
+void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
+                                     const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
+void ds_qu8_dwconv3x3_planes__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
+                                         const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
+                                         int64_t c1);
 // dot products for qdense: y[j] for rows [m0, m1) of w with raw-x sums folded as in QGemmParams.
 using QDenseKernel = void (*)(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1,
                               const QChannelParams& ch, const QuantOut& q, uint8_t* y);

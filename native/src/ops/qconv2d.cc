@@ -293,7 +293,8 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   if (s.dw) {
     QConv2dParams one = q;
     one.conv.n = 1;
-    const int64_t per = std::max<int64_t>(1, (c.c + threads * 2 - 1) / (threads * 2));
+    // Whole blocks of 16 channels (the lanes of the AVX-512 kernel), about two tasks per thread.
+    const int64_t per = std::max<int64_t>(1, (c.c + 15) / 16 / (threads * 2)) * 16;
     const int64_t blocks = (c.c + per - 1) / per;
     for (int64_t b = 0; b < c.n; ++b) {
       const uint8_t* xb = x + b * c.c * in_plane;
