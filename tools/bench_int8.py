@@ -82,7 +82,7 @@ def main() -> None:
     for name, e in engines.items():
         diff = float(np.abs(e.run(x) - ref).max())
         print(f"{name}: max abs diff to deepslim fp32 {diff:.3g} ({diff / scale:.3g} of max |y| = {scale:.3g})")
-    samples = _time_interleaved(engines, x, args.seconds)
+    samples = _time_interleaved(engines, x, args.seconds, pause=0.005 if args.threads > 1 else 0.0)
     fp32 = float(np.median(samples["deepslim fp32"]))
     print(f"\n{args.model}, batch 1, threads {args.threads}, CPU {cpu_model()}")
     print("| engine | median ms | p10 | p90 | / deepslim fp32 |")

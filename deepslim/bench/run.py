@@ -99,8 +99,11 @@ def _load(name: str, prepared: PreparedModel, threads: int):
     raise ValueError(f"unknown engine {name!r}; engines: deepslim, {', '.join(PEERS)}")
 
 
-def _time_interleaved(engines: dict, x: np.ndarray, seconds: float) -> dict[str, list[float]]:
-    """Round-robin timing: each round runs every engine `inner` times, for about `seconds` in all."""
+def _time_interleaved(engines: dict, x: np.ndarray, seconds: float, pause: float = 0.0) -> dict[str, list[float]]:
+    """Round-robin timing: each round runs every engine `inner` times, for about `seconds` in all.
+    With `pause` > 0 the machine idles that many seconds before each engine's turn, so the worker
+    threads of the engine before it (ONNX Runtime's and OpenVINO's spin after a run) have gone to
+    sleep and do not hold the cores it needs."""
     for e in engines.values():  # warm-up: first-run allocations, lazy compilation, caches
         for _ in range(3):
             e.run(x)
@@ -116,6 +119,8 @@ def _time_interleaved(engines: dict, x: np.ndarray, seconds: float) -> dict[str,
     rounds = 0
     while rounds < 5 or (time.perf_counter() < deadline and rounds < 200):
         for name, e in engines.items():
+            if pause > 0:
+                time.sleep(pause)
             for _ in range(inner[name]):
                 t0 = time.perf_counter()
                 e.run(x)
@@ -171,7 +176,9 @@ def bench(model: str, *, threads: int = 1, batches: list[int] | None = None, vs:
                                                  note=f"output disagrees with ours (max abs diff {diff:.3g} > {bound:.3g}); not timed"))
                 continue
             timed[name], diffs[name] = e, diff
-        samples = _time_interleaved(timed, x, seconds)
+        # With several threads, a 5 ms idle before each engine's turn lets the others' spinning
+        # workers sleep (else they hold the second core and the engine after them runs on one).
+        samples = _time_interleaved(timed, x, seconds, pause=0.005 if threads > 1 and len(timed) > 1 else 0.0)
         our_median = float(np.median(samples["deepslim"]))
         for name, s in samples.items():
             p10, p50, p90 = (float(v) for v in np.percentile(s, [10, 50, 90]))
