@@ -417,6 +417,21 @@ void winograd_segments(const WinogradGeometry& q, int64_t t0, int64_t t1, int64_
   }
 }
 
+// Pixels as rows where it pays (few pixels per channel: n <= 4 m); DS_CONV_PIXELS=0 turns it off
+// and =1 takes it for every layer that is not depthwise, strided 1x1 or Winograd (tests,
+// benchmarks). A 1x1 layer needs no im2col in the other orientation, so there the transpose (n*m
+// floats) must be paid for by the tile: pixels when the n columns fill less than 85% of their
+// nr-wide panels (MobileNet V2 at 7x7: 49 of 64) or when k >= m (the transpose is small against
+// the GEMM). Measured in-model on MobileNet V2 at 14x14: 64->384 0.057 vs 0.050 ms (1x1 wins),
+// 576->96 0.122 vs 0.135 (pixels wins); at 7x7 pixels wins everywhere (960->320 0.186 vs 0.312).
+bool pixels_pay(int64_t n, int64_t m, int64_t k, bool pointwise, int64_t nr) {
+  const char* force = std::getenv("DS_CONV_PIXELS");
+  if (force && *force) return force[0] == '1';
+  if (n > 4 * m) return false;
+  if (!pointwise) return true;
+  return k >= m || n * 100 < 85 * (ceil_div(n, nr) * nr);
+}
+
 bool is_depthwise3x3(const OpParams& p, const Shape& w) {
   return w[1] == 1 && w[2] == 3 && w[3] == 3 && p.strides[0] == p.strides[1] &&
          (p.strides[0] == 1 || p.strides[0] == 2) && p.dilations[0] == 1 && p.dilations[1] == 1;
@@ -448,7 +463,8 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     const int64_t oh = window_output_size((*xd)[2], p.pads[0], p.pads[2], w[2], p.strides[0], p.dilations[0], false);
     const int64_t ow = window_output_size((*xd)[3], p.pads[1], p.pads[3], w[3], p.strides[1], p.dilations[1], false);
     if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow)) s->path = Path::kWinograd;
-    else if (oh > 0 && ow > 0 && oh * ow <= 4 * s->m && s->g->nr > 1 && !strided_pointwise) s->path = Path::kGemmPixels;
+    else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise && pixels_pay(oh * ow, s->m, s->k, pointwise, s->g->nr))
+      s->path = Path::kGemmPixels;
   }
   // A kernel the session was asked for (deepslim tune measures them in-model) replaces the rule's
   // choice where it applies to this layer.
@@ -568,7 +584,38 @@ GemmParams group_gemm(const State& s, const Conv2dParams& c, const float* bias, 
 
 // y = act(y + r) over n elements: the residual for the kernels that do not take one.
 void add_residual(float* y, const float* r, int64_t n, const Activation& act) {
-  for (int64_t i = 0; i < n; ++i) y[i] = gemm_activate(act.kind, y[i] + r[i], act.alpha, act.beta);
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if (act.kind == 0 || act.kind == 1) {  // none, relu
+    const __m128 lo = _mm_set1_ps(act.kind == 1 ? 0.0f : -__builtin_inff());
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_add_ps(_mm_loadu_ps(y + i), _mm_loadu_ps(r + i)), lo));
+  }
+#endif
+  for (; i < n; ++i) y[i] = gemm_activate(act.kind, y[i] + r[i], act.alpha, act.beta);
+}
+
+// y[o * n + i] = yt[i * m + o] for o in [o0, o1), i in [i0, i1): a block of the pixels path's
+// transpose, 4 x 4 at a time.
+void transpose_block(const float* yt, int64_t m, int64_t n, int64_t o0, int64_t o1, int64_t i0, int64_t i1, float* y) {
+  int64_t o = o0;
+#if defined(__SSE2__)
+  for (; o + 4 <= o1; o += 4) {
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+      __m128 r0 = _mm_loadu_ps(yt + i * m + o), r1 = _mm_loadu_ps(yt + (i + 1) * m + o);
+      __m128 r2 = _mm_loadu_ps(yt + (i + 2) * m + o), r3 = _mm_loadu_ps(yt + (i + 3) * m + o);
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      _mm_storeu_ps(y + o * n + i, r0);
+      _mm_storeu_ps(y + (o + 1) * n + i, r1);
+      _mm_storeu_ps(y + (o + 2) * n + i, r2);
+      _mm_storeu_ps(y + (o + 3) * n + i, r3);
+    }
+    for (; i < i1; ++i)
+      for (int64_t q = 0; q < 4; ++q) y[(o + q) * n + i] = yt[i * m + o + q];
+  }
+#endif
+  for (; o < o1; ++o)
+    for (int64_t i = i0; i < i1; ++i) y[o * n + i] = yt[i * m + o];
 }
 
 void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, const float* x, const float* bias,
@@ -763,8 +810,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
           const int64_t o0 = task * 16, o1 = std::min(s->m, o0 + 16);
           for (int64_t i0 = 0; i0 < n; i0 += 64) {
             const int64_t i1 = std::min(n, i0 + 64);
-            for (int64_t o = o0; o < o1; ++o)
-              for (int64_t i = i0; i < i1; ++i) yg[o * n + i] = yt[i * s->m + o];
+            transpose_block(yt, s->m, n, o0, o1, i0, i1, yg);
             if (rg)
               for (int64_t o = o0; o < o1; ++o) add_residual(yg + o * n + i0, rg + o * n + i0, i1 - i0, c.act);
           }
