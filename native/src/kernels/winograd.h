@@ -21,8 +21,8 @@ struct WinogradOutput {
 };
 
 // Input transform: tile k's 6x6 window starts at x + 4k (rows x_stride apart); V = B^T d B goes to
-// v[xi * v_stride + k] for xi = 0..35. Reads up to 4 * lanes + 2 floats of each of the 6 rows
-// whatever `count` (<= lanes) is: the caller keeps them readable.
+// v[xi * v_stride + k] for xi = 0..35 (v_stride >= lanes). Reads up to 4 * lanes + 2 floats of each
+// of the 6 rows whatever `count` (<= lanes) is: the caller keeps them readable.
 using WinogradInputFn = void (*)(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride);
 // Output transform: M of tile k at m[xi * m_stride + k] (reads `lanes` values of each xi row);
 // writes the 4 x 4*count patch y (row stride y_stride), clipped to o.rows x o.cols.

@@ -63,7 +63,57 @@ inline void load_row(const float* r, __m512 d[6]) {
       _mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(r[65])), _mm512_castps_si512(d[1]), 1));
 }
 
+// Two rows of 8 tiles in one vector: d[j][k] = ra[4k + j] in lanes k = 0..7 and rb[4(k - 8) + j] in
+// lanes 8..15 (reads 34 floats of each row).
+inline void load_row_pair(const float* ra, const float* rb, __m512 d[6]) {
+  const __m512i lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+  const __m512i hi = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+  const __m512 a0 = _mm512_loadu_ps(ra), a1 = _mm512_loadu_ps(ra + 16);
+  const __m512 b0 = _mm512_loadu_ps(rb), b1 = _mm512_loadu_ps(rb + 16);
+  const __m512 p01 = _mm512_permutex2var_ps(a0, lo, a1), p23 = _mm512_permutex2var_ps(a0, hi, a1);
+  const __m512 q01 = _mm512_permutex2var_ps(b0, lo, b1), q23 = _mm512_permutex2var_ps(b0, hi, b1);
+  d[0] = _mm512_shuffle_f32x4(p01, q01, 0x44);
+  d[1] = _mm512_shuffle_f32x4(p01, q01, 0xEE);
+  d[2] = _mm512_shuffle_f32x4(p23, q23, 0x44);
+  d[3] = _mm512_shuffle_f32x4(p23, q23, 0xEE);
+  // Lane 7 of d4 / d5 is ra[32] / ra[33], not the first floats of rb that the shift brings in.
+  d[4] = _mm512_castsi512_ps(
+      _mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(rb[32])), _mm512_castps_si512(d[0]), 1));
+  d[5] = _mm512_castsi512_ps(
+      _mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(rb[33])), _mm512_castps_si512(d[1]), 1));
+  d[4] = _mm512_mask_broadcastss_ps(d[4], __mmask16(0x80), _mm_load_ss(ra + 32));
+  d[5] = _mm512_mask_broadcastss_ps(d[5], __mmask16(0x80), _mm_load_ss(ra + 33));
+}
+
+// count <= 8: rows 2p and 2p + 1 share the row pass, then columns b and b + 1 the column pass.
+void input_8(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
+  __m512 rows[3][6];  // rows[p][b]: B^T along input rows 2p (lanes 0..7) and 2p + 1 (lanes 8..15)
+#pragma GCC unroll 3
+  for (int p = 0; p < 3; ++p) {
+    __m512 d[6];
+    load_row_pair(x + 2 * p * x_stride, x + (2 * p + 1) * x_stride, d);
+    input_1d(d, rows[p]);
+  }
+  const __mmask16 lo = __mmask16((1u << count) - 1), hi = __mmask16(lo << 8);
+#pragma GCC unroll 3
+  for (int b = 0; b < 6; b += 2) {
+    __m512 col[6], t[6];  // col[i]: row i of column b (lanes 0..7) and of column b + 1 (lanes 8..15)
+#pragma GCC unroll 3
+    for (int p = 0; p < 3; ++p) {
+      col[2 * p] = _mm512_shuffle_f32x4(rows[p][b], rows[p][b + 1], 0x44);
+      col[2 * p + 1] = _mm512_shuffle_f32x4(rows[p][b], rows[p][b + 1], 0xEE);
+    }
+    input_1d(col, t);
+#pragma GCC unroll 6
+    for (int a = 0; a < 6; ++a) {
+      _mm512_mask_storeu_ps(v + (a * 6 + b) * v_stride, lo, t[a]);
+      _mm512_mask_storeu_ps(v + (a * 6 + b + 1) * v_stride - 8, hi, t[a]);  // lanes 8.. only
+    }
+  }
+}
+
 void input__avx512(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
+  if (count <= 8) return input_8(x, x_stride, count, v, v_stride);
   __m512 rows[6][6];  // rows[i][b]: B^T along input row i
 #pragma GCC unroll 6
   for (int i = 0; i < 6; ++i) {
@@ -99,6 +149,22 @@ inline __m512 activate(__m512 x, __m512 alpha, __m512 beta) {
   }
 }
 
+// Row r of the patch from its (up to) 4 vectors of 16 columns: + residual, act, masked at the edge.
+template <int Act>
+inline void store_row(const __m512* q, int64_t groups, __mmask16 last, const WinogradOutput& o, int64_t r, float* y,
+                      int64_t y_stride, __m512 alpha, __m512 beta) {
+  float* yr = y + r * y_stride;
+  const float* res = o.residual ? o.residual + r * o.residual_stride : nullptr;
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    if (g >= groups) break;
+    const __mmask16 mask = g + 1 < groups ? __mmask16(0xFFFF) : last;
+    __m512 val = q[g];
+    if (res) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(mask, res + 16 * g));
+    _mm512_mask_storeu_ps(yr + 16 * g, mask, activate<Act>(val, alpha, beta));
+  }
+}
+
 template <int Act>
 void output_act(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y, int64_t y_stride) {
   __m512 s[4][6];  // s[r][b] = sum over a of A^T[r][a] M[a][b]
@@ -130,16 +196,7 @@ void output_act(const float* m, int64_t m_stride, int64_t count, const WinogradO
     const __m512 w0 = _mm512_permutex2var_ps(t[2], pair_lo, t[3]), w1 = _mm512_permutex2var_ps(t[2], pair_hi, t[3]);
     const __m512 q[4] = {_mm512_permutex2var_ps(u0, quad_lo, w0), _mm512_permutex2var_ps(u0, quad_hi, w0),
                          _mm512_permutex2var_ps(u1, quad_lo, w1), _mm512_permutex2var_ps(u1, quad_hi, w1)};
-    float* yr = y + r * y_stride;
-    const float* res = o.residual ? o.residual + r * o.residual_stride : nullptr;
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      if (g >= groups) break;
-      const __mmask16 mask = g + 1 < groups ? __mmask16(0xFFFF) : last;
-      __m512 val = q[g];
-      if (res) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(mask, res + 16 * g));
-      _mm512_mask_storeu_ps(yr + 16 * g, mask, activate<Act>(val, alpha, beta));
-    }
+    store_row<Act>(q, groups, last, o, r, y, y_stride, alpha, beta);
   }
 }
 
