@@ -725,6 +725,36 @@ TEST(qu8_dwconv3x3_channel_blocks_match_the_reference) {
   }
 }
 
+TEST(u8_maxpool2d_kernels_match_the_scalar_one) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(14);
+  for (const Level& lv : levels) {
+    if (!lv.k->maxpool2d) continue;
+    for (int rep = 0; rep < 200; ++rep) {
+      ds::Pool2dParams p{};
+      p.n = 1 + int64_t(rng.uniform(0, 1.99f)), p.c = 1 + int64_t(rng.uniform(0, 4.99f));
+      p.h = 1 + int64_t(rng.uniform(0, 20.99f)), p.w = 1 + int64_t(rng.uniform(0, rep % 4 == 0 ? 150.99f : 40.99f));
+      p.kh = 1 + int64_t(rng.uniform(0, 3.99f)), p.kw = 1 + int64_t(rng.uniform(0, 3.99f));
+      p.stride_h = 1 + int64_t(rng.uniform(0, 2.99f)), p.stride_w = 1 + int64_t(rng.uniform(0, 2.99f));
+      p.dil_h = 1 + int64_t(rng.uniform(0, 1.99f)), p.dil_w = 1 + int64_t(rng.uniform(0, 1.99f));
+      p.pad_top = int64_t(rng.uniform(0, float(p.kh) - 0.01f)), p.pad_bottom = int64_t(rng.uniform(0, float(p.kh) - 0.01f));
+      p.pad_left = int64_t(rng.uniform(0, float(p.kw) - 0.01f)), p.pad_right = int64_t(rng.uniform(0, float(p.kw) - 0.01f));
+      p.oh = (p.h + p.pad_top + p.pad_bottom - (p.kh - 1) * p.dil_h - 1) / p.stride_h + 1;
+      p.ow = (p.w + p.pad_left + p.pad_right - (p.kw - 1) * p.dil_w - 1) / p.stride_w + 1;
+      if (p.oh < 1 || p.ow < 1) continue;
+      std::vector<uint8_t> x(size_t(p.n * p.c * p.h * p.w));
+      for (auto& v : x) v = uint8_t(rng.uniform(0, 255));
+      std::vector<uint8_t> want(size_t(p.n * p.c * p.oh * p.ow)), got(want.size(), 0xCD);
+      ds::ds_u8_maxpool2d__scalar(p, x.data(), want.data());
+      lv.k->maxpool2d(p, x.data(), got.data());
+      CHECK_MSG(got == want, std::string(lv.name) + " u8 maxpool2d differs at h=" + std::to_string(p.h) +
+                                 " w=" + std::to_string(p.w) + " k=" + std::to_string(p.kh) + "x" + std::to_string(p.kw) +
+                                 " stride=" + std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w));
+    }
+  }
+}
+
 TEST(qu8_elementwise_kernels_match_the_reference) {
   const auto levels = simd_levels();
   if (levels.empty()) SKIP("no int8 SIMD level on this CPU");

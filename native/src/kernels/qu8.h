@@ -213,6 +213,7 @@ using DequantizeKernel = void (*)(int64_t n, float scale, int32_t zp, const uint
 void ds_qu8_vadd__avx512(int64_t n, const QAddParams& q, const uint8_t* a, const uint8_t* b, uint8_t* y);
 void ds_qu8_quantize__avx512(int64_t n, float scale, int32_t zp, const float* x, uint8_t* y);
 void ds_qu8_dequantize__avx512(int64_t n, float scale, int32_t zp, const uint8_t* x, float* y);
+void ds_u8_maxpool2d__avx512(const Pool2dParams& p, const uint8_t* x, uint8_t* y);
 
 // The int8 part of one ISA level's kernel table.
 struct QKernels {
@@ -223,6 +224,7 @@ struct QKernels {
   QAddKernel vadd = nullptr;  // null: the scalar kernels
   QuantizeKernel quantize = nullptr;
   DequantizeKernel dequantize = nullptr;
+  void (*maxpool2d)(const Pool2dParams& p, const uint8_t* x, uint8_t* y) = nullptr;  // null: the scalar one
 };
 
 extern const QKernels ds_qkernels__scalar;

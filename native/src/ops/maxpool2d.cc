@@ -16,7 +16,9 @@ Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const 
 void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os,
          const KernelTable& k) {
   const Pool2dParams q = pool2d_kernel_params(p, *in[0].shape, os);
-  if (in[0].dtype == kDtypeU8) ds_u8_maxpool2d__scalar(q, in[0].as<uint8_t>(), reinterpret_cast<uint8_t*>(out));
+  if (in[0].dtype == kDtypeU8)
+    (k.q && k.q->maxpool2d ? k.q->maxpool2d : ds_u8_maxpool2d__scalar)(q, in[0].as<uint8_t>(),
+                                                                        reinterpret_cast<uint8_t*>(out));
   else k.maxpool2d(q, in[0].data, out);
 }
 

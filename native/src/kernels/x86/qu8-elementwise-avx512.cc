@@ -5,7 +5,13 @@
 //   qadd: (a - a_zp) * a_mult + (b - b_zp) * b_mult in 64-bit lanes (vpmuldq on the even and the
 //     odd int32 lanes: |a - a_zp| <= 255 and the multipliers < 2^31 fit its operands), rounding
 //     add, arithmetic shift, clamp in 64 bits.
+//   u8 maxpool: per output row the maximum down the window's rows into a zero-padded row (0 is
+//     the smallest u8, so padding never wins), then across: loads at the taps' offsets (stride
+//     1) or their even bytes (vpmovwb, stride 2); other strides run the scalar kernel.
 #include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
 
 #include "kernels/qu8.h"
 #include "kernels/x86/qu8-requant-avx512.h"
@@ -56,6 +62,53 @@ void ds_qu8_vadd__avx512(int64_t n, const QAddParams& q, const uint8_t* a, const
     odd = _mm512_max_epi64(_mm512_min_epi64(_mm512_sra_epi64(_mm512_add_epi64(odd, round), count), hi), lo);
     const __m512i v = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
     _mm_mask_storeu_epi8(y + i, m, _mm512_cvtepi32_epi8(_mm512_add_epi32(v, y_zp)));
+  }
+}
+
+void ds_u8_maxpool2d__avx512(const Pool2dParams& p, const uint8_t* x, uint8_t* y) {
+  constexpr int64_t kRow = 4096;
+  const int64_t span = (p.kw - 1) * p.dil_w + 1;
+  const int64_t width = std::max((p.ow - 1) * p.stride_w + span, p.pad_left + p.w);
+  if (p.stride_w > 2 || width > kRow) {
+    ds_u8_maxpool2d__scalar(p, x, y);
+    return;
+  }
+  // Row r of the window maximum at vm + r; columns outside [pad_left, pad_left + w) stay 0, and
+  // 128 bytes of slack take the full-vector reads.
+  alignas(64) uint8_t vm[kRow + 128];
+  std::memset(vm, 0, sizeof(vm));
+  uint8_t* row = vm + p.pad_left;
+  for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
+    const uint8_t* xp = x + plane * p.h * p.w;
+    uint8_t* yp = y + plane * p.oh * p.ow;
+    for (int64_t oy = 0; oy < p.oh; ++oy) {
+      // The window's rows [ky0, ky1) in the input (none: every output 0, as the scalar kernel).
+      const int64_t iy0 = oy * p.stride_h - p.pad_top;
+      const int64_t ky0 = iy0 >= 0 ? 0 : (-iy0 + p.dil_h - 1) / p.dil_h;
+      const int64_t ky1 = std::max(ky0, std::min(p.kh, p.h - iy0 <= 0 ? 0 : (p.h - iy0 + p.dil_h - 1) / p.dil_h));
+      for (int64_t i = 0; i < p.w; i += 64) {
+        const __mmask64 m = p.w - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (p.w - i)) - 1;
+        __m512i v = _mm512_setzero_si512();
+        for (int64_t ky = ky0; ky < ky1; ++ky)
+          v = _mm512_max_epu8(v, _mm512_maskz_loadu_epi8(m, xp + (iy0 + ky * p.dil_h) * p.w + i));
+        _mm512_mask_storeu_epi8(row + i, m, v);
+      }
+      uint8_t* yr = yp + oy * p.ow;
+      if (p.stride_w == 1) {
+        for (int64_t ox = 0; ox < p.ow; ox += 64) {
+          __m512i acc = _mm512_loadu_si512(vm + ox);
+          for (int64_t kx = 1; kx < p.kw; ++kx) acc = _mm512_max_epu8(acc, _mm512_loadu_si512(vm + ox + kx * p.dil_w));
+          _mm512_mask_storeu_epi8(yr + ox, p.ow - ox >= 64 ? ~__mmask64(0) : (__mmask64(1) << (p.ow - ox)) - 1, acc);
+        }
+      } else {
+        for (int64_t ox = 0; ox < p.ow; ox += 32) {
+          __m256i acc = _mm256_setzero_si256();
+          for (int64_t kx = 0; kx < p.kw; ++kx)
+            acc = _mm256_max_epu8(acc, _mm512_cvtepi16_epi8(_mm512_loadu_si512(vm + 2 * ox + kx * p.dil_w)));
+          _mm256_mask_storeu_epi8(yr + ox, p.ow - ox >= 32 ? ~__mmask32(0) : (__mmask32(1) << (p.ow - ox)) - 1, acc);
+        }
+      }
+    }
   }
 }
 
