@@ -215,6 +215,10 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
       [] { QConv q; q.c = 2; q.o = 4; q.h = 10; q.w = 11; q.kh = 2; q.kw = 3; q.pad = 1; q.stride = 3; return q; }(),
       [] { QConv q; q.c = 256; q.o = 10; q.h = 20; q.w = 20; return q; }(),
       [] { QConv q; q.c = 4; q.o = 10; q.h = 7; q.w = 9; q.pad = 0; q.group = 2; return q; }(),
+      // channel quads read in place (C/group a multiple of 4): dilation, stride 2, groups, 1x3
+      [] { QConv q; q.c = 8; q.o = 9; q.h = 13; q.w = 11; q.dil = 2; q.pad = 2; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 12; q.o = 35; q.h = 15; q.w = 17; q.stride = 2; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 16; q.o = 10; q.h = 9; q.w = 8; q.group = 2; q.kh = 1; q.kw = 3; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);

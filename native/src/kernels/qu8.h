@@ -97,6 +97,10 @@ struct QGemmParams {
   int64_t y_row_stride;
   QChannelParams ch;  // starting at row 0 of this call
   QuantOut out;
+  // Non-null (levels with interleave4): x is not packed; the 32 columns from j of depth group g
+  // are the 128 bytes at (const uint8_t*)x + x_offsets[g] + 4 * j, [column][4] (the activations
+  // stored four channels interleaved, each depth group a channel quad at one tap).
+  const int64_t* x_offsets = nullptr;
 };
 
 struct QGemmKernels {
@@ -118,6 +122,9 @@ struct QGemmKernels {
   void (*pack_x_rows)(int64_t k, int64_t n, const uint8_t* x, const int64_t* row_offsets, void* dst) = nullptr;
   // dst[j] = src[j * stride] for j < n (the columns of a phase plane); null: a plain loop.
   void (*gather_row)(int64_t n, const uint8_t* src, int64_t stride, uint8_t* dst) = nullptr;
+  // dst[4 * j + r] = s[r][j * stride] for j < n, r < 4 (four rows interleaved, the layout that
+  // QGemmParams::x_offsets reads); null: the GEMM does not take x_offsets.
+  void (*interleave4)(int64_t n, const uint8_t* const s[4], int64_t stride, uint8_t* dst) = nullptr;
 };
 
 // Depthwise convolution (group == C == O, one input channel per output), any window, per ISA.

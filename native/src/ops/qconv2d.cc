@@ -78,6 +78,12 @@ struct State {
   int64_t hq = 0, wq = 0, phases = 0;  // phase plane size; phases used per channel
   std::vector<int32_t> phase_of;       // per (a, b): its index among the used phases, or -1
   std::vector<int64_t> row_offsets;
+  // Shifted with C/group a multiple of 4 on levels with interleave4: the phase planes hold four
+  // channels interleaved ([quad][phase][pixel][4]) and the GEMM reads them in place through
+  // x_offsets (one per depth group: a channel quad at one tap), no packing; the weights' depth is
+  // ordered (quad, tap, channel in quad) to match.
+  bool implicit = false;
+  std::vector<int64_t> x_offsets;
   mutable std::vector<uint8_t> padded;
   int64_t chunk = 0;                   // output pixels per task (multiple of nr)
   int64_t ws_bytes = 0;                // per thread
@@ -112,13 +118,25 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   } else if (kt.q->gemm) {
     const QGemmKernels& g = *kt.q->gemm;
     s->gemm = &g;
-    s->group_bytes = g.packed_w_bytes(og, k);
-    s->packed_w.resize(size_t(s->group_bytes * p.group));
-    for (int64_t gi = 0; gi < p.group; ++gi)
-      g.pack_w(og, k, w + gi * og * k, s->packed_w.data() + gi * s->group_bytes);
     s->direct = kh == 1 && kw == 1 && p.strides[0] == 1 && p.strides[1] == 1 && p.pads[0] == 0 && p.pads[1] == 0 &&
                 p.pads[2] == 0 && p.pads[3] == 0;
     s->shifted = !s->direct && g.pack_x_rows;
+    s->implicit = s->shifted && g.interleave4 && cg % 4 == 0;
+    const int64_t taps = kh * kw;
+    std::vector<int8_t> reordered;
+    if (s->implicit) {
+      reordered.resize(size_t(o * k));
+      for (int64_t j = 0; j < o; ++j)
+        for (int64_t c4 = 0; c4 < cg / 4; ++c4)
+          for (int64_t t = 0; t < taps; ++t)
+            for (int64_t r = 0; r < 4; ++r)
+              reordered[size_t(j * k + (c4 * taps + t) * 4 + r)] = w[j * k + (c4 * 4 + r) * taps + t];
+    }
+    const int8_t* wsrc = s->implicit ? reordered.data() : w;
+    s->group_bytes = g.packed_w_bytes(og, k);
+    s->packed_w.resize(size_t(s->group_bytes * p.group));
+    for (int64_t gi = 0; gi < p.group; ++gi)
+      g.pack_w(og, k, wsrc + gi * og * k, s->packed_w.data() + gi * s->group_bytes);
     int64_t pixels = oh * ow;
     if (s->shifted) {
       const int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilations[0], dw = p.dilations[1];
@@ -137,9 +155,17 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
             const int64_t phase = s->phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
             s->row_offsets.push_back((ci * s->phases + phase) * plane + ky * dh / sh * s->wq + kx * dw / sw);
           }
+      if (s->implicit)
+        for (int64_t c4 = 0; c4 < cg / 4; ++c4)
+          for (int64_t ky = 0; ky < kh; ++ky)
+            for (int64_t kx = 0; kx < kw; ++kx) {
+              const int64_t phase = s->phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
+              s->x_offsets.push_back(((c4 * s->phases + phase) * plane + ky * dh / sh * s->wq + kx * dw / sw) * 4);
+            }
       pixels = (oh - 1) * s->wq + ow;  // the grid up to the last output pixel
-      // The last plane's taps read up to a row past it (dropped columns only).
-      s->padded.resize(size_t(xd[1] * s->phases * plane + s->wq + 64));
+      // The last plane's taps read up to a row past it (dropped columns only); interleaved, the
+      // GEMM reads whole 32-column panels.
+      s->padded.resize(size_t(xd[1] * s->phases * plane + (s->implicit ? 4 * (s->wq + 64) + 256 : s->wq + 64)));
     }
     // A block of pixels whose packed activations stay in the L2 cache (about 384 KiB): with
     // few pixels (deep layers) one block holds them all, so the weights pass once.
@@ -210,6 +236,31 @@ void fill_phases(const State& s, const Conv2dParams& c, int32_t x_zp, const uint
     }
 }
 
+// fill_phases for State::implicit: channel quads [q0, q1), four channels interleaved.
+void fill_phases4(const State& s, const Conv2dParams& c, int32_t x_zp, const uint8_t* x, uint8_t* planes, int64_t q0,
+                  int64_t q1) {
+  const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq;
+  std::memset(planes + q0 * 4 * s.phases * plane, x_zp, size_t((q1 - q0) * 4 * s.phases * plane));
+  for (int64_t a = 0; a < sh; ++a)
+    for (int64_t b = 0; b < sw; ++b) {
+      const int32_t phase = s.phase_of[size_t(a * sw + b)];
+      if (phase < 0) continue;
+      const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
+      const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
+      const int64_t i0 = std::min(s.hq, std::max<int64_t>(0, (c.pad_top - a + sh - 1) / sh));
+      const int64_t i1 = std::max(i0, std::min(s.hq, (c.h + c.pad_top - a + sh - 1) / sh));
+      for (int64_t c4 = q0; c4 < q1; ++c4) {
+        uint8_t* dst = planes + ((c4 * s.phases + phase) * plane + j0) * 4;
+        const uint8_t* src = x + c4 * 4 * c.h * c.w + sw * j0 + b - c.pad_left;
+        for (int64_t i = i0; i < i1; ++i) {
+          const uint8_t* in = src + (sh * i + a - c.pad_top) * c.w;
+          const uint8_t* rows[4] = {in, in + c.h * c.w, in + 2 * c.h * c.w, in + 3 * c.h * c.w};
+          s.gemm->interleave4(j1 - j0, rows, sw, dst + i * s.wq * 4);
+        }
+      }
+    }
+}
+
 // The path of State::shifted.
 void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const QChannelParams& ch, uint8_t* ws,
                  int threads, ThreadPool* pool, uint8_t* y) {
@@ -229,10 +280,17 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
     // the threads.
     const int64_t planes_bytes = c.c * s.phases * s.hq * s.wq;
     std::memset(padded + planes_bytes, q.x_zp, s.padded.size() - size_t(planes_bytes));
-    const int64_t per = (c.c + threads - 1) / threads;
-    parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
-      fill_phases(s, c, q.x_zp, x + b * c.c * in_plane, padded, t * per, std::min(c.c, (t + 1) * per));
-    });
+    if (s.implicit) {
+      const int64_t quads = c.c / 4, per = (quads + threads - 1) / threads;
+      parallel(pool, (quads + per - 1) / per, [&](int64_t t, int) {
+        fill_phases4(s, c, q.x_zp, x + b * c.c * in_plane, padded, t * per, std::min(quads, (t + 1) * per));
+      });
+    } else {
+      const int64_t per = (c.c + threads - 1) / threads;
+      parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
+        fill_phases(s, c, q.x_zp, x + b * c.c * in_plane, padded, t * per, std::min(c.c, (t + 1) * per));
+      });
+    }
     for (int64_t gi = 0; gi < c.group; ++gi) {
       const uint8_t* xg = padded + gi * group_planes;
       uint8_t* yg = y + (b * c.o + gi * og) * pixels;
@@ -244,11 +302,16 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
         if (m0 >= m1) return;
         uint8_t* out = ws + thread * s.ws_bytes;
         uint8_t* packed = out + staging;
-        g.pack_x_rows(k, p1 - p0, xg + p0, s.row_offsets.data(), packed);
         QGemmParams gp;
+        if (s.implicit) {
+          gp.x = xg + p0 * 4;
+          gp.x_offsets = s.x_offsets.data();
+        } else {
+          g.pack_x_rows(k, p1 - p0, xg + p0, s.row_offsets.data(), packed);
+          gp.x = packed;
+        }
         gp.m = m1 - m0, gp.n = p1 - p0, gp.k = k;
         gp.w = wg + (m0 / g.mr) * (g.packed_w_bytes(g.mr, k));
-        gp.x = packed;
         gp.y = out;
         gp.y_row_stride = p1 - p0;
         gp.ch = {ch.bias + gi * og + m0, ch.multiplier + gi * og + m0, ch.shift + gi * og + m0};

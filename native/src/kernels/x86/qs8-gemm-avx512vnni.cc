@@ -168,21 +168,52 @@ void gather_row(int64_t n, const uint8_t* src, int64_t stride, uint8_t* dst) {
   }
 }
 
+// Four rows interleaved bytewise, 16 columns at a time (stride 2: the even bytes of 32, vpmovwb).
+void interleave4(int64_t n, const uint8_t* const s[4], int64_t stride, uint8_t* dst) {
+  if (stride > 2) {
+    for (int64_t j = 0; j < n; ++j)
+      for (int r = 0; r < 4; ++r) dst[4 * j + r] = s[r][j * stride];
+    return;
+  }
+  for (int64_t j = 0; j < n; j += 16) {
+    const int64_t cnt = std::min<int64_t>(16, n - j);
+    __m128i r[4];
+    if (stride == 1) {
+      const __mmask16 m = qu8_mask16(cnt);
+      for (int i = 0; i < 4; ++i) r[i] = _mm_maskz_loadu_epi8(m, s[i] + j);
+    } else {
+      // Bytes 0 .. 2 * cnt - 2 are read; the last odd byte may lie past the row.
+      const __mmask32 m = cnt == 16 ? ~__mmask32(0) >> 1 : (__mmask32(1) << (2 * cnt - 1)) - 1;
+      for (int i = 0; i < 4; ++i) r[i] = _mm256_cvtepi16_epi8(_mm256_maskz_loadu_epi8(m, s[i] + 2 * j));
+    }
+    const __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
+    const __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
+    const __m512i v = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_set_m128i(_mm_unpackhi_epi16(t0, t2), _mm_unpacklo_epi16(t0, t2))),
+        _mm256_set_m128i(_mm_unpackhi_epi16(t1, t3), _mm_unpacklo_epi16(t1, t3)), 1);
+    _mm512_mask_storeu_epi8(dst + 4 * j, cnt == 16 ? ~__mmask64(0) : (__mmask64(1) << (4 * cnt)) - 1, v);
+  }
+}
+
 // Four packed weights as one int32 to broadcast (the packed buffer is bytes).
 typedef int32_t __attribute__((may_alias, aligned(1))) packed_i32;
 
 // Rows [i0, i0 + rows) x columns [j0, j0 + cols) from packed panels wp (8 rows) and xp (32
 // columns); rc holds the epilogue constants of row i0.
-inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, const uint8_t* xp, int64_t i0,
-                      int64_t rows, int64_t j0, int64_t cols, const RequantChannel* rc, const RequantRange& range) {
+// With xoff (QGemmParams::x_offsets) group g's columns are at xp + xoff[g], else packed at xp + g * 128.
+template <bool kOffsets>
+inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, const uint8_t* xp,
+                      const int64_t* xoff, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                      const RequantChannel* rc, const RequantRange& range) {
   // Accumulators start at the bias (rows past m: 0). Every index is a constant after unrolling,
   // so they stay in registers.
   __m512i acc[kMr][2];
 #pragma GCC unroll 8
   for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_set1_epi32(r < rows ? p.ch.bias[i0 + r] : 0);
   for (int64_t g = 0; g < g_count; ++g) {
-    const __m512i x0 = _mm512_loadu_si512(xp + g * kNr * kKr);
-    const __m512i x1 = _mm512_loadu_si512(xp + g * kNr * kKr + 64);
+    const uint8_t* xg = kOffsets ? xp + xoff[g] : xp + g * kNr * kKr;
+    const __m512i x0 = _mm512_loadu_si512(xg);
+    const __m512i x1 = _mm512_loadu_si512(xg + 64);
     const packed_i32* wg = reinterpret_cast<const packed_i32*>(wp + g * kMr * kKr);
 #pragma GCC unroll 8
     for (int r = 0; r < kMr; ++r) {
@@ -217,11 +248,17 @@ void gemm(const QGemmParams& p) {
     const int64_t b1 = std::min(p.m, b0 + block);
     for (int64_t i = b0; i < b1; ++i) rc[i - b0].set(p.ch.multiplier[i], p.ch.shift[i]);
     for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
-      const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
       const int64_t cols = std::min<int64_t>(kNr, p.n - j0);
+      if (p.x_offsets) {
+        for (int64_t i0 = b0; i0 < b1; i0 += kMr)
+          gemm_tile<true>(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xbase + j0 * kKr, p.x_offsets, i0,
+                          std::min<int64_t>(kMr, p.m - i0), j0, cols, rc + (i0 - b0), range);
+        continue;
+      }
+      const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
       for (int64_t i0 = b0; i0 < b1; i0 += kMr)
-        gemm_tile(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xp, i0, std::min<int64_t>(kMr, p.m - i0), j0,
-                  cols, rc + (i0 - b0), range);
+        gemm_tile<false>(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xp, nullptr, i0,
+                         std::min<int64_t>(kMr, p.m - i0), j0, cols, rc + (i0 - b0), range);
     }
   }
 }
@@ -250,7 +287,7 @@ namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm,
-    im2col, pack_x_rows, gather_row};
+    im2col, pack_x_rows, gather_row, interleave4};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
