@@ -9,8 +9,11 @@
 //   - 3x3, stride 1, dilation 1, group 1 where it pays (winograd_pays): Winograd F(4x4, 3x3), the
 //     filter transformed and packed once, 36 GEMMs per block of tiles between the table's tile
 //     transforms;
-//   - anything else: im2col written straight into packed GEMM panels, one block of output
-//     columns per task, then the GEMM on it with the weight packed once at session creation.
+//   - 1x1 with stride > 1 (no padding): the strided pixels gathered into a compact plane, then
+//     the 1x1 GEMM;
+//   - anything else: the input rewritten once as its column phases (stride s: every s-th column),
+//     then im2col written straight into packed GEMM panels with contiguous copies, one block of
+//     output columns per task, then the GEMM on it with the weight packed once at session creation.
 // Bias and the fused activation run in the GEMM epilogue. Without a constant weight the scalar
 // reference kernel runs.
 //
@@ -202,54 +205,81 @@ inline void copy_run_stride2(float* dst, const float* src, int64_t n) {
   for (; t < n; ++t) dst[t] = src[2 * t];
 }
 
+// ---- im2col blocks from column phases ----
+//
+// The im2col path first rewrites the input (once per image, shared by the tasks) as its column
+// phases: for stride s along W, phase px of row yy holds the zero-padded row's columns px, px + s,
+// px + 2s, ... Tap (ky, kx) of output pixel (oy, ox) is then phase (kx*dil_w) % s, row
+// oy*stride_h + ky*dil_h, column ox + (kx*dil_w) / s: every run of an output row is a plain
+// contiguous copy without bounds checks (for stride 1 the one phase is the padded plane).
+struct Phases {
+  int64_t s, hp, wq;  // phases, padded rows, columns per phase
+  int64_t floats() const { return s * hp * wq; }  // per channel
+};
+
+Phases column_phases(const Conv2dParams& c) {
+  Phases q;
+  q.s = c.stride_w;
+  q.hp = (c.oh - 1) * c.stride_h + (c.kh - 1) * c.dil_h + 1;
+  q.wq = c.ow + (c.kw - 1) * c.dil_w / c.stride_w;
+  return q;
+}
+
+// Channels [c0, c1) of one image into their phases: out[((ci*s + px)*hp + yy)*wq + j] =
+// x[ci][yy - pad_top][j*s + px - pad_left], zero outside the input.
+void build_phases(const Conv2dParams& c, const Phases& q, const float* x, int64_t c0, int64_t c1, float* out) {
+  for (int64_t ci = c0; ci < c1; ++ci) {
+    const float* xc = x + ci * c.h * c.w;
+    for (int64_t px = 0; px < q.s; ++px) {
+      // Columns j with the input column j*s + px - pad_left inside [0, w).
+      const int64_t first = px - c.pad_left;  // input column of j = 0
+      const int64_t lo = std::min(q.wq, first >= 0 ? 0 : ceil_div(-first, q.s));
+      const int64_t hi = std::max(lo, std::min(q.wq, c.w - 1 - first < 0 ? 0 : (c.w - 1 - first) / q.s + 1));
+      float* o = out + (ci * q.s + px) * q.hp * q.wq;
+      for (int64_t yy = 0; yy < q.hp; ++yy, o += q.wq) {
+        const int64_t iy = yy - c.pad_top;
+        if (iy < 0 || iy >= c.h || hi == lo) {
+          zero_run(o, q.wq);
+          continue;
+        }
+        const float* src = xc + iy * c.w + lo * q.s + first;
+        zero_run(o, lo);
+        if (q.s == 1) copy_run(o + lo, src, hi - lo);
+        else if (q.s == 2) copy_run_stride2(o + lo, src, hi - lo);
+        else
+          for (int64_t j = lo; j < hi; ++j) o[j] = src[(j - lo) * q.s];
+        zero_run(o + hi, q.wq - hi);
+      }
+    }
+  }
+}
+
 // Columns [j0, j0 + cols) of one group's im2col matrix (row d = (ci, ky, kx), column j = output
-// pixel oy * ow + ox) as packed B panels of nr columns: dst[q*k*nr + d*nr + r], zero past cols.
-void im2col_pack(const Conv2dParams& c, const float* x, int64_t cg, int64_t j0, int64_t cols, int64_t nr,
-                 float* dst) {
-  const int64_t k = cg * c.kh * c.kw, plane = c.h * c.w;
+// pixel oy * ow + ox) as packed B panels of nr columns: dst[q*k*nr + d*nr + r], zero past cols;
+// from the group's phases ph.
+void im2col_pack_phases(const Conv2dParams& c, const Phases& q, const float* ph, int64_t cg, int64_t j0, int64_t cols,
+                        int64_t nr, float* dst) {
+  const int64_t k = cg * c.kh * c.kw;
   struct Run {
-    int64_t r, len, oy, ox;
+    int64_t r, len, at;  // panel column, length, offset of the output row's first pixel in a phase
   };
-  Run runs[64];  // runs of one output row within a panel; nr (or mr) <= 32
-  for (int64_t q = 0; q * nr < cols; ++q) {
-    const int64_t n = std::min(nr, cols - q * nr);
+  Run runs[64];
+  for (int64_t pq = 0; pq * nr < cols; ++pq) {
+    const int64_t n = std::min(nr, cols - pq * nr);
     int nruns = 0;
-    for (int64_t r = 0, j = j0 + q * nr; r < n;) {
+    for (int64_t r = 0, j = j0 + pq * nr; r < n;) {
       const int64_t oy = j / c.ow, ox = j % c.ow, len = std::min(c.ow - ox, n - r);
-      runs[nruns++] = {r, len, oy, ox};
+      runs[nruns++] = {r, len, oy * c.stride_h * q.wq + ox};
       r += len;
       j += len;
     }
-    float* o = dst + q * k * nr;
+    float* o = dst + pq * k * nr;
     for (int64_t ci = 0; ci < cg; ++ci) {
-      const float* xc = x + ci * plane;
       for (int64_t ky = 0; ky < c.kh; ++ky) {
         for (int64_t kx = 0; kx < c.kw; ++kx, o += nr) {
-          for (int i = 0; i < nruns; ++i) {
-            const Run& run = runs[i];
-            float* dr = o + run.r;
-            const int64_t iy = run.oy * c.stride_h - c.pad_top + ky * c.dil_h;
-            if (iy < 0 || iy >= c.h) {
-              zero_run(dr, run.len);
-              continue;
-            }
-            const float* row = xc + iy * c.w;
-            const int64_t ix0 = run.ox * c.stride_w - c.pad_left + kx * c.dil_w, sw = c.stride_w;
-            // t is inside the row when 0 <= ix0 + t*sw < w.
-            int64_t t0 = ix0 >= 0 ? 0 : ceil_div(-ix0, sw);
-            int64_t t1 = ix0 >= c.w ? 0 : std::min(run.len, (c.w - 1 - ix0) / sw + 1);
-            t0 = std::min(t0, run.len);
-            t1 = std::max(t1, t0);
-            for (int64_t t = 0; t < t0; ++t) dr[t] = 0.0f;
-            if (sw == 1) {
-              copy_run(dr + t0, row + ix0 + t0, t1 - t0);
-            } else if (sw == 2) {
-              copy_run_stride2(dr + t0, row + ix0 + 2 * t0, t1 - t0);
-            } else {
-              for (int64_t t = t0; t < t1; ++t) dr[t] = row[ix0 + t * sw];
-            }
-            for (int64_t t = t1; t < run.len; ++t) dr[t] = 0.0f;
-          }
+          const int64_t dx = kx * c.dil_w;
+          const float* base = ph + ((ci * q.s + dx % q.s) * q.hp + ky * c.dil_h) * q.wq + dx / q.s;
+          for (int i = 0; i < nruns; ++i) copy_run(o + runs[i].r, base + runs[i].at, runs[i].len);
           if (n < nr) zero_run(o + n, nr - n);
         }
       }
@@ -542,9 +572,9 @@ int64_t workspace_floats(const OpParams& p, const void* state, const std::vector
     case Path::kGemm1x1: return gemm_workspace_floats(*s->g, threads);
     case Path::kGemm1x1Strided: return round16(gemm_workspace_floats(*s->g, threads)) + round16((*in[0])[1] * os[2] * os[3]);
     case Path::kGemmIm2col: {
-      (void)p;
-      (void)in;
-      return split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
+      const Conv2dParams c = conv_params(p, *in[0], *in[1], os);
+      return round16(c.c * column_phases(c).floats()) +
+             split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
     }
     case Path::kGemmPixels: {
       const int64_t n = os[2] * os[3];
@@ -842,14 +872,21 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       continue;
     }
     const Im2colSplit sp = split_im2col(g, s->m, s->k, n, threads);
+    const Phases ph = column_phases(c);
+    float* phases = ctx.workspace;
+    float* thread_ws = phases + round16(c.c * ph.floats());
+    const int64_t per_ch = std::max<int64_t>(1, c.c / (4 * threads));
+    parallel(ctx.pool, ceil_div(c.c, per_ch), work_or_inline(c.c * ph.floats(), kMinParallelFloats), [&](int64_t task, int) {
+      build_phases(c, ph, xb, task * per_ch, std::min(c.c, (task + 1) * per_ch), phases);
+    });
     const int64_t per_group = sp.blocks * sp.chunks;
     parallel(ctx.pool, c.group * per_group, work_or_inline(c.group * s->m * s->k * n, kMinParallelMacs), [&](int64_t task, int thread) {
       const int64_t gi = task / per_group, rest = task % per_group;
       const int64_t blk = rest / sp.chunks, chunk = rest % sp.chunks;
-      float* ws = ctx.workspace + thread * sp.thread_floats;
+      float* ws = thread_ws + thread * sp.thread_floats;
       float* cols = ws + round16(g.workspace_floats);
       const int64_t j0 = blk * sp.block_panels * g.nr, j1 = std::min(n, j0 + sp.block_panels * g.nr);
-      im2col_pack(c, xb + gi * cg * c.h * c.w, cg, j0, j1 - j0, g.nr, cols);
+      im2col_pack_phases(c, ph, phases + gi * cg * ph.floats(), cg, j0, j1 - j0, g.nr, cols);
       const int64_t m0 = chunk * sp.chunk_rows, m1 = std::min(s->m, m0 + sp.chunk_rows);
       GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);  // then narrowed to the block's columns
       gp.c += j0;
