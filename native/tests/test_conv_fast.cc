@@ -1,5 +1,5 @@
-// The prepared conv2d and dense paths (packed-weight GEMM, im2col blocks, pixels-as-rows GEMM,
-// depthwise 3x3) through the C API at every ISA level this machine runs (DS_FORCE_ISA) and 1, 2
+// The prepared conv2d and dense paths (packed-weight GEMM, strided 1x1 gather, im2col blocks from
+// column phases, pixels-as-rows GEMM from a padded plane, depthwise 3x3) through the C API at every ISA level this machine runs (DS_FORCE_ISA) and 1, 2
 // and 3 threads, against plain double loops: pointwise, strided, padded, dilated, grouped, depthwise, tile edges around
 // mr/nr, K past the GEMM's kc, more columns than one im2col block. Results must not depend on the
 // thread count (bitwise), and a weight that is not a constant falls back to the reference kernel.
@@ -199,6 +199,14 @@ TEST(conv2d_paths_match_reference_at_every_level) {
   };
   int i = 0;
   for (const Conv& p : cases) check_conv(p, rng, "case " + std::to_string(i++));
+  // Every case again with pixels as rows forced on, then off (DS_CONV_PIXELS), so that each GEMM
+  // path sees every shape: strides, dilations, pads, groups, batch 2.
+  for (const char* pixels : {"1", "0"}) {
+    setenv("DS_CONV_PIXELS", pixels, 1);
+    i = 0;
+    for (const Conv& p : cases) check_conv(p, rng, std::string("pixels=") + pixels + " case " + std::to_string(i++));
+  }
+  unsetenv("DS_CONV_PIXELS");
   for (int r = 0; r < 25; ++r) {  // random shapes
     Conv p;
     p.group = rng.below(4) == 0 ? 1 + rng.below(3) : 1;
