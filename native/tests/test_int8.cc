@@ -759,6 +759,31 @@ TEST(u8_maxpool2d_kernels_match_the_scalar_one) {
   }
 }
 
+// quantize near the rounding ties: x = (k + 1/2) * scale nudged by a few ulps, at many scales.
+TEST(qu8_quantize_matches_the_reference_near_ties) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(16);
+  for (const Level& lv : levels) {
+    if (!lv.k->quantize) continue;
+    for (int rep = 0; rep < 50; ++rep) {
+      const float scale = rep % 5 == 0 ? 1.0f / float(1 + rep) : rng.uniform(1e-4f, 3.0f);
+      const int32_t zp = int32_t(rng.uniform(0, 255));
+      std::vector<float> x(4000);
+      for (size_t i = 0; i < x.size(); ++i) {
+        float v = (std::floor(rng.uniform(-1100, 1100)) + 0.5f) * scale;
+        const int nudge = int(rng.uniform(-4, 4.99f));
+        for (int t = 0; t < std::abs(nudge); ++t) v = std::nextafter(v, nudge > 0 ? 1e30f : -1e30f);
+        x[i] = v;
+      }
+      std::vector<uint8_t> want(x.size()), got(x.size());
+      ds::ds_qu8_quantize__scalar(int64_t(x.size()), scale, zp, x.data(), want.data());
+      lv.k->quantize(int64_t(x.size()), scale, zp, x.data(), got.data());
+      CHECK_MSG(got == want, std::string(lv.name) + " quantize differs near ties at scale " + std::to_string(scale));
+    }
+  }
+}
+
 TEST(qu8_elementwise_kernels_match_the_reference) {
   const auto levels = simd_levels();
   if (levels.empty()) SKIP("no int8 SIMD level on this CPU");

@@ -3,11 +3,13 @@
 // and the attribute or input.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "core/thread_pool.h"
 #include "kernels/qu8.h"
 #include "ops/op.h"
 
@@ -111,6 +113,19 @@ inline void q_check_linear(const std::vector<ValueInfo>& in, const std::string& 
     if (s[i] < kQShiftMin || s[i] > kQShiftMax)
       fail(DS_ERR_FORMAT, who, ": shift[", i, "] is ", s[i], ", outside -30..30");
   }
+}
+
+// Elementwise work on [0, n) in pieces: one per thread from 32K elements (below that the hand-off
+// costs more than it saves), whole 64-element blocks each.
+template <typename Fn>
+void q_parallel_range(ThreadPool* pool, int64_t n, Fn&& fn) {
+  const int threads = pool ? pool->size() : 1;
+  if (threads < 2 || n < 32768) {
+    fn(0, n);
+    return;
+  }
+  const int64_t per = ((n + threads - 1) / threads + 63) / 64 * 64;
+  pool->parallel_for((n + per - 1) / per, [&](int64_t t, int) { fn(t * per, std::min(n, (t + 1) * per)); });
 }
 
 }  // namespace ds

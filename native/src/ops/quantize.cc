@@ -1,4 +1,5 @@
 // quantize (op id 25): x f32 -> u8, q = clamp(rint(x / scale) + zero_point, 0, 255).
+#include "core/thread_pool.h"
 #include "ops/qcommon.h"
 
 namespace ds {
@@ -15,16 +16,20 @@ uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const st
   return kDtypeU8;
 }
 
-void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable& kt) {
-  if (kt.q && kt.q->quantize) {
-    kt.q->quantize(product(os), p.scale, p.zp, in[0].data, reinterpret_cast<uint8_t*>(out));
-    return;
-  }
-  ds_qu8_quantize__scalar(product(os), p.scale, p.zp, in[0].data, reinterpret_cast<uint8_t*>(out));
+std::shared_ptr<const void> prepare(const OpParams&, const std::vector<ValueInfo>&, const KernelTable&, int) {
+  return std::make_shared<int>(0);
+}
+
+void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out, const Shape& os,
+         const KernelTable& kt) {
+  const int64_t n = product(os);
+  uint8_t* y = static_cast<uint8_t*>(out);
+  const QuantizeKernel k = kt.q && kt.q->quantize ? kt.q->quantize : ds_qu8_quantize__scalar;
+  q_parallel_range(ctx.pool, n, [&](int64_t i0, int64_t i1) { k(i1 - i0, p.scale, p.zp, in[0].data + i0, y + i0); });
 }
 
 }  // namespace
 
-extern const OpDef kQuantizeOp = {25, "quantize", 1, 1, parse, infer_shape, run, false, check_dtypes};
+extern const OpDef kQuantizeOp = {25, "quantize", 1, 1, parse, infer_shape, nullptr, false, check_dtypes, prepare, run};
 
 }  // namespace ds

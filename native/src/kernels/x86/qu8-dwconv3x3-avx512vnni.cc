@@ -329,15 +329,23 @@ void cl_fill_rows(const QConv2dParams& q, const QDw3x3ClLayout& l, const uint8_t
   }
 }
 
-// Qword c of v (c < count) to d + c * stride, n <= 8 bytes of it.
-inline void store_qwords(uint8_t* d, int64_t stride, int64_t count, int64_t n, __m512i v) {
+// Qword c of v (c < count) to d + c * stride, n <= 8 bytes of it; with `spill`, all 8 (the bytes
+// past n belong to the next output row, written later).
+inline void store_qwords(uint8_t* d, int64_t stride, int64_t count, int64_t n, bool spill, __m512i v) {
   const __m128i l[4] = {_mm512_castsi512_si128(v), _mm512_extracti32x4_epi32(v, 1), _mm512_extracti32x4_epi32(v, 2),
                         _mm512_extracti32x4_epi32(v, 3)};
-  if (n == 8 && count == 8) {
+  if (n == 8 || spill) {
+    if (count == 8) {
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(d + 2 * j * stride), l[j]);
-      _mm_storeh_pd(reinterpret_cast<double*>(d + (2 * j + 1) * stride), _mm_castsi128_pd(l[j]));
+      for (int j = 0; j < 4; ++j) {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(d + 2 * j * stride), l[j]);
+        _mm_storeh_pd(reinterpret_cast<double*>(d + (2 * j + 1) * stride), _mm_castsi128_pd(l[j]));
+      }
+      return;
+    }
+    for (int64_t c = 0; c < count; ++c) {
+      if (c & 1) _mm_storeh_pd(reinterpret_cast<double*>(d + c * stride), _mm_castsi128_pd(l[c >> 1]));
+      else _mm_storel_epi64(reinterpret_cast<__m128i*>(d + c * stride), l[c >> 1]);
     }
     return;
   }
@@ -399,8 +407,10 @@ void cl_block(const QConv2dParams& q, const QDw3x3ClLayout& l, const ClBlock& b,
         __m512i lo = _mm512_permutexvar_epi16(gather8, _mm512_unpacklo_epi8(ra, rb));
         __m512i hi = _mm512_permutexvar_epi16(gather8, _mm512_unpackhi_epi8(ra, rb));
         if (kStride == 2) lo = _mm512_shuffle_epi8(lo, order2), hi = _mm512_shuffle_epi8(hi, order2);
-        store_qwords(yr + ox, out_plane, std::min<int64_t>(8, nch), n, lo);
-        if (nch > 8) store_qwords(yr + ox + 8 * out_plane, out_plane, nch - 8, n, hi);
+        // A row's last partial store may run into the next rows (written later), not past the plane.
+        const bool spill = (oy + 1) * p.ow + 8 - n <= out_plane;
+        store_qwords(yr + ox, out_plane, std::min<int64_t>(8, nch), n, spill, lo);
+        if (nch > 8) store_qwords(yr + ox + 8 * out_plane, out_plane, nch - 8, n, spill, hi);
       }
     }
   }
