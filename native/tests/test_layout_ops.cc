@@ -5,7 +5,10 @@
 #include <numeric>
 
 #include "harness.h"
+#include "kernels/kernels.h"
+#include "kernels/qu8.h"
 #include "op_runner.h"
+#include "tiny_net.h"
 
 using opt::Dims;
 using opt::Result;
@@ -262,5 +265,54 @@ TEST(channel_shuffle_hand_values_and_loops) {
         for (int64_t i = 0; i < cg; ++i)
           for (int64_t p = 0; p < 15; ++p)
             CHECK(r.y[size_t((n * 12 + i * g + gi) * 15 + p)] == x[size_t((n * 12 + gi * cg + i) * 15 + p)]);
+  }
+}
+
+// The strided copy behind transpose, slice and channel_shuffle merges dimensions before copying:
+// on random views (sizes 0-4, some 1, strides contiguous or not, a positive offset) both the f32
+// and the u8 copies give what plain index arithmetic over the unmerged view gives.
+TEST(copy_nd_with_merged_dimensions_matches_index_arithmetic) {
+  tiny::Rng rng(31);
+  for (int trial = 0; trial < 400; ++trial) {
+    ds::CopyNdParams p;
+    p.rank = 1 + int(rng.below(5));
+    int64_t count = 1;
+    for (int k = 0; k < p.rank; ++k) {
+      p.dims[k] = int64_t(rng.below(trial < 50 ? 5 : 4)) + (trial < 50 ? 0 : 1);
+      count *= p.dims[k];
+    }
+    // Contiguous C-order strides, then some stretched (a slice) or swapped (a transpose).
+    int64_t stride = 1 + int64_t(rng.below(2));
+    for (int k = p.rank - 1; k >= 0; --k) {
+      p.strides[k] = stride;
+      stride *= p.dims[k] + int64_t(rng.below(3) == 0 ? rng.below(3) : 0);
+      if (stride == 0) stride = 1;
+    }
+    if (p.rank > 1 && rng.below(3) == 0) std::swap(p.strides[0], p.strides[p.rank - 1]);
+    p.offset = int64_t(rng.below(4));
+    int64_t extent = p.offset + 1;
+    for (int k = 0; k < p.rank; ++k) extent += (p.dims[k] > 0 ? p.dims[k] - 1 : 0) * p.strides[k];
+    std::vector<float> x(static_cast<size_t>(extent));
+    std::vector<uint8_t> xb(static_cast<size_t>(extent));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i), xb[i] = uint8_t(i * 7);
+    std::vector<float> want(static_cast<size_t>(count)), got(static_cast<size_t>(count) + 1, -1.0f);
+    std::vector<uint8_t> want_b(static_cast<size_t>(count)), got_b(static_cast<size_t>(count) + 1, 0xEE);
+    int64_t index[ds::kMaxRank] = {0};
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t at = p.offset;
+      for (int k = 0; k < p.rank; ++k) at += index[k] * p.strides[k];
+      want[size_t(i)] = x[size_t(at)];
+      want_b[size_t(i)] = xb[size_t(at)];
+      for (int k = p.rank - 1; k >= 0; --k) {
+        if (++index[k] < p.dims[k]) break;
+        index[k] = 0;
+      }
+    }
+    ds::ds_x32_copy_nd__scalar(p, x.data(), got.data());
+    ds::ds_x8_copy_nd__scalar(p, xb.data(), got_b.data());
+    CHECK_MSG(std::equal(want.begin(), want.end(), got.begin()) && got.back() == -1.0f,
+              "f32 trial " + std::to_string(trial));
+    CHECK_MSG(std::equal(want_b.begin(), want_b.end(), got_b.begin()) && got_b.back() == 0xEE,
+              "u8 trial " + std::to_string(trial));
   }
 }

@@ -105,6 +105,11 @@ struct CopyNdParams {
   int64_t offset;
 };
 
+// The same copy with size-1 dimensions dropped and adjacent dimensions that step through x
+// contiguously (strides[k] == dims[k+1] * strides[k+1]) merged into one; rank >= 1 (a zero-size
+// copy keeps one dimension of size 0).
+CopyNdParams merge_copy_dims(const CopyNdParams& p);
+
 // Concatenation of `count` inputs viewed as (outer, axis_i * inner): input i contributes a block
 // of sizes[i] = axis_i * inner elements to each of the `outer` rows of y.
 struct ConcatParams {

@@ -101,12 +101,14 @@ void ds_u8_global_maxpool__scalar(int64_t planes, int64_t size, const uint8_t* x
   }
 }
 
-void ds_x8_copy_nd__scalar(const CopyNdParams& p, const uint8_t* x, uint8_t* y) {
+void ds_x8_copy_nd__scalar(const CopyNdParams& params, const uint8_t* x, uint8_t* y) {
+  const CopyNdParams p = merge_copy_dims(params);  // whole planes per memcpy where they are contiguous
   const int last = p.rank - 1;
   const int64_t n = p.dims[last], s = p.strides[last];
   int64_t index[kMaxRank] = {0};
   int64_t rows = 1;
   for (int k = 0; k < last; ++k) rows *= p.dims[k];
+  if (n == 0) return;
   for (int64_t r = 0; r < rows; ++r) {
     int64_t base = p.offset;
     for (int k = 0; k < last; ++k) base += index[k] * p.strides[k];

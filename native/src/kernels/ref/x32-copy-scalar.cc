@@ -5,37 +5,48 @@
 
 namespace ds {
 
-// Adjacent dimensions that step through x contiguously (strides[k] == dims[k+1] * strides[k+1])
-// are merged first, so slices and channel shuffles of NCHW planes copy whole planes with memcpy
-// rather than float by float (ShuffleNet V2's shuffles and splits: 5-12x faster).
-void ds_x32_copy_nd__scalar(const CopyNdParams& p, const float* x, float* y) {
-  int64_t dims[kMaxRank], strides[kMaxRank];
-  int rank = 0;
+CopyNdParams merge_copy_dims(const CopyNdParams& p) {
+  CopyNdParams m;
+  m.offset = p.offset;
+  m.rank = 0;
   for (int k = 0; k < p.rank; ++k) {
+    if (p.dims[k] == 0) {  // nothing to copy
+      m.rank = 1;
+      m.dims[0] = 0;
+      m.strides[0] = 1;
+      return m;
+    }
     if (p.dims[k] == 1) continue;  // steps nowhere
-    if (rank > 0 && strides[rank - 1] == p.dims[k] * p.strides[k]) {
-      dims[rank - 1] *= p.dims[k];
-      strides[rank - 1] = p.strides[k];
+    if (m.rank > 0 && m.strides[m.rank - 1] == p.dims[k] * p.strides[k]) {
+      m.dims[m.rank - 1] *= p.dims[k];
+      m.strides[m.rank - 1] = p.strides[k];
     } else {
-      dims[rank] = p.dims[k];
-      strides[rank] = p.strides[k];
-      ++rank;
+      m.dims[m.rank] = p.dims[k];
+      m.strides[m.rank] = p.strides[k];
+      ++m.rank;
     }
   }
-  for (int k = 0; k < p.rank; ++k)
-    if (p.dims[k] == 0) return;
-  if (rank == 0) {
-    y[0] = x[p.offset];
-    return;
+  if (m.rank == 0) {  // a single element
+    m.rank = 1;
+    m.dims[0] = 1;
+    m.strides[0] = 1;
   }
-  const int last = rank - 1;
-  const int64_t n = dims[last], s = strides[last];
+  return m;
+}
+
+// With the dimensions merged, slices and channel shuffles of NCHW planes copy whole planes with
+// memcpy rather than float by float (ShuffleNet V2's shuffles and splits: 5-12x faster).
+void ds_x32_copy_nd__scalar(const CopyNdParams& params, const float* x, float* y) {
+  const CopyNdParams p = merge_copy_dims(params);
+  const int last = p.rank - 1;
+  const int64_t n = p.dims[last], s = p.strides[last];
   int64_t index[kMaxRank] = {0};
   int64_t rows = 1;
-  for (int k = 0; k < last; ++k) rows *= dims[k];
+  for (int k = 0; k < last; ++k) rows *= p.dims[k];
+  if (n == 0) return;
   for (int64_t r = 0; r < rows; ++r) {
     int64_t base = p.offset;
-    for (int k = 0; k < last; ++k) base += index[k] * strides[k];
+    for (int k = 0; k < last; ++k) base += index[k] * p.strides[k];
     if (s == 1) {
       std::memcpy(y, x + base, size_t(n) * sizeof(float));
     } else {
@@ -43,7 +54,7 @@ void ds_x32_copy_nd__scalar(const CopyNdParams& p, const float* x, float* y) {
     }
     y += n;
     for (int k = last - 1; k >= 0; --k) {
-      if (++index[k] < dims[k]) break;
+      if (++index[k] < p.dims[k]) break;
       index[k] = 0;
     }
   }
