@@ -429,14 +429,16 @@ bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow) {
   const char* force = std::getenv("DS_CONV_WINOGRAD");
   if (force && *force) return force[0] == '1';
   const int64_t tiles = ceil_div(oh, 4) * ceil_div(ow, 4);
-  // The transforms cost ~C and ~O per tile against C*O in the GEMMs: both must be wide. The
-  // transformed filters are 4x the weight and stream once per block: 36*C*O floats must stay well
-  // inside the L3 (stage 3 of ResNet-18, 512 x 512, is 6x slower). In a whole network they come
-  // from memory on every run, so they must also be spread over enough tiles: at most
-  // kWinogradFilterFloatsPerTile per tile (ResNet-18 stage 1, 128 x 128 at 28 x 28: 12K, wins
-  // 0.87 vs 1.24 ms in-model; stage 2, 256 x 256 at 14 x 14: 147K, loses 1.48 vs 1.24).
-  constexpr int64_t kWinogradFilterFloatsPerTile = 32 * 1024;
-  return c >= 64 && o >= 64 && c * o <= 256 * 256 && (tiles >= 36 || (tiles >= 16 && c >= 128)) &&
+  // The transforms cost ~C and ~O per tile against C*O in the GEMMs: both must be wide enough
+  // (with the vectorised transforms C >= 16 and O >= 64 win: SqueezeNet 1.1's expand 3x3, 16->64
+  // at 55x55 0.17 vs 0.35 ms in-model, 64->256 at 13x13 0.22 vs 0.26). The transformed filters
+  // are 4x the weight and stream once per block: 36*C*O floats must stay well inside the L3
+  // (stage 3 of ResNet-18, 512 x 512, is 6x slower). In a whole network they come from memory on
+  // every run, so they must also be spread over enough tiles: at most
+  // kWinogradFilterFloatsPerTile per tile (SqueezeNet 64->256 at 13x13: 37K, wins; ResNet-18
+  // stage 2, 256 x 256 at 14 x 14: 147K, loses 1.19 vs 1.09 ms in-model).
+  constexpr int64_t kWinogradFilterFloatsPerTile = 64 * 1024;
+  return c >= 16 && o >= 64 && c * o <= 256 * 256 && tiles >= 16 &&
          kTiles * c * o <= kWinogradFilterFloatsPerTile * tiles;
 }
 
