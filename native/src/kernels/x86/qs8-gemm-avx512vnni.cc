@@ -222,14 +222,24 @@ inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, c
       acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], x1, wb);
     }
   }
-  // The epilogue straight from the registers (unrolled, rows past m skipped).
-  const __mmask16 m0 = qu8_mask16(cols), m1 = cols > 16 ? qu8_mask16(cols - 16) : __mmask16(0);
-#pragma GCC unroll 8
-  for (int r = 0; r < kMr; ++r) {
+  // The epilogue straight from the registers, two rows at a time (unrolled, rows past m skipped).
+  const __mmask32 m = cols >= 32 ? ~__mmask32(0) : (__mmask32(1) << cols) - 1;
+#pragma GCC unroll 4
+  for (int r = 0; r < kMr; r += 2) {
     if (r >= rows) break;
+    const bool second = r + 1 < rows;
+    const __m512i a0 = requant32(acc[r][0], rc[r], range), a1 = requant32(acc[r][1], rc[r], range);
+    const __m512i b0 = second ? requant32(acc[r + 1][0], rc[r + 1], range) : a0;
+    const __m512i b1 = second ? requant32(acc[r + 1][1], rc[r + 1], range) : a1;
+    const __m512i v = pack_rows32(a0, a1, b0, b1, range);
     uint8_t* yr = p.y + (i0 + r) * p.y_row_stride + j0;
-    _mm_mask_storeu_epi8(yr, m0, requant16(acc[r][0], rc[r], range));
-    if (m1) _mm_mask_storeu_epi8(yr + 16, m1, requant16(acc[r][1], rc[r], range));
+    if (cols == 32) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(yr), _mm512_castsi512_si256(v));
+      if (second) _mm256_storeu_si256(reinterpret_cast<__m256i*>(yr + p.y_row_stride), _mm512_extracti64x4_epi64(v, 1));
+    } else {
+      _mm256_mask_storeu_epi8(yr, m, _mm512_castsi512_si256(v));
+      if (second) _mm256_mask_storeu_epi8(yr + p.y_row_stride, m, _mm512_extracti64x4_epi64(v, 1));
+    }
   }
 }
 
@@ -246,7 +256,7 @@ void gemm(const QGemmParams& p) {
   alignas(64) RequantChannel rc[kBlockRows];
   for (int64_t b0 = 0; b0 < p.m; b0 += block) {
     const int64_t b1 = std::min(p.m, b0 + block);
-    for (int64_t i = b0; i < b1; ++i) rc[i - b0].set(p.ch.multiplier[i], p.ch.shift[i]);
+    for (int64_t i = b0; i < b1; ++i) rc[i - b0].set(p.ch.multiplier[i], p.ch.shift[i], p.out.y_zp);
     for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
       const int64_t cols = std::min<int64_t>(kNr, p.n - j0);
       if (p.x_offsets) {

@@ -62,6 +62,7 @@ struct Requant16 {
 // broadcast straight from memory (the shifts by vpsravq), and the output range shared by all.
 struct RequantChannel {
   int64_t mult, round, count, count_odd;
+  bool folded = false;  // y_zp * 2^n in round (set with y_zp, 32 <= n <= 52: no overflow)
   void set(int32_t multiplier, int32_t shift) {
     const int n = 31 + shift;
     mult = multiplier;
@@ -69,16 +70,24 @@ struct RequantChannel {
     count = n;
     count_odd = n >= 32 ? n - 32 : 0;
   }
+  void set(int32_t multiplier, int32_t shift, int32_t y_zp) {
+    set(multiplier, shift);
+    folded = count >= 32 && count <= 52;
+    if (folded) round += int64_t(y_zp) << count;
+  }
 };
 
 struct RequantRange {
-  __m512i y_zp, lo32, hi32, lo64, hi64;
+  __m512i y_zp, lo32, hi32, lo64, hi64, lo8, hi8;
   explicit RequantRange(const QuantOut& q)
       : y_zp(_mm512_set1_epi32(q.y_zp)),
+
         lo32(_mm512_set1_epi32(q.act_min)),
         hi32(_mm512_set1_epi32(q.act_max)),
         lo64(_mm512_set1_epi64(q.act_min - q.y_zp)),
-        hi64(_mm512_set1_epi64(q.act_max - q.y_zp)) {}
+        hi64(_mm512_set1_epi64(q.act_max - q.y_zp)),
+        lo8(_mm512_set1_epi8(char(q.act_min))),
+        hi8(_mm512_set1_epi8(char(q.act_max))) {}
 };
 
 // Requant16's arithmetic with those constants.
@@ -98,6 +107,38 @@ inline __m128i requant16(__m512i acc, const RequantChannel& c, const RequantRang
   odd = _mm512_max_epi64(_mm512_min_epi64(_mm512_srav_epi64(odd, count), r.hi64), r.lo64);
   const __m512i v = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
   return _mm512_cvtepi32_epi8(_mm512_add_epi32(v, r.y_zp));
+}
+
+// The int32 results before the output clamp, for RequantChannel::set with y_zp: y_zp added,
+// either in the rounding term (folded) or after a clamp in 64 bits (n < 32), so that saturating
+// packs and an epu8 clamp to [lo8, hi8] finish the epilogue for four vectors at once.
+inline __m512i requant32(__m512i acc, const RequantChannel& c, const RequantRange& r) {
+  const __m512i mult = _mm512_set1_epi64(c.mult), round = _mm512_set1_epi64(c.round);
+  const __m512i count = _mm512_set1_epi64(c.count);
+  __m512i even = _mm512_add_epi64(_mm512_mul_epi32(acc, mult), round);
+  __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), mult), round);
+  if (c.folded) {
+    even = _mm512_srav_epi64(even, count);
+    odd = _mm512_srav_epi64(odd, _mm512_set1_epi64(c.count_odd));
+    return _mm512_mask_blend_epi32(0xAAAA, even, odd);
+  }
+  if (c.count >= 32) {
+    even = _mm512_srav_epi64(even, count);
+    odd = _mm512_srav_epi64(odd, _mm512_set1_epi64(c.count_odd));
+    return _mm512_add_epi32(_mm512_mask_blend_epi32(0xAAAA, even, odd), r.y_zp);
+  }
+  even = _mm512_max_epi64(_mm512_min_epi64(_mm512_srav_epi64(even, count), r.hi64), r.lo64);
+  odd = _mm512_max_epi64(_mm512_min_epi64(_mm512_srav_epi64(odd, count), r.hi64), r.lo64);
+  return _mm512_add_epi32(_mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32)), r.y_zp);
+}
+
+// Rows a and b of 32 columns (two requant32 vectors each) -> row a in the low 256 bits, row b in
+// the high, as u8 clamped to the output range.
+inline __m512i pack_rows32(__m512i a0, __m512i a1, __m512i b0, __m512i b1, const RequantRange& r) {
+  // Lane L: a's columns 4L.., 16 + 4L.., then b's; vpermd puts each row's dwords in order.
+  const __m512i v = _mm512_packus_epi16(_mm512_packs_epi32(a0, a1), _mm512_packs_epi32(b0, b1));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_epi32(order, _mm512_min_epu8(_mm512_max_epu8(v, r.lo8), r.hi8));
 }
 
 inline __mmask16 qu8_mask16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
