@@ -479,16 +479,17 @@ void winograd_segments(const WinogradGeometry& q, int64_t t0, int64_t t1, int64_
 // Pixels as rows where it pays (few pixels per channel: n <= 4 m); DS_CONV_PIXELS=0 turns it off
 // and =1 takes it for every layer that is not depthwise, strided 1x1 or Winograd (tests,
 // benchmarks). A 1x1 layer needs no im2col in the other orientation, so there the transpose (n*m
-// floats) must be paid for by the tile: pixels when the n columns fill less than 85% of their
-// nr-wide panels (MobileNet V2 at 7x7: 49 of 64) or when k >= m (the transpose is small against
-// the GEMM). Measured in-model on MobileNet V2 at 14x14: 64->384 0.057 vs 0.050 ms (1x1 wins),
-// 576->96 0.122 vs 0.135 (pixels wins); at 7x7 pixels wins everywhere (960->320 0.186 vs 0.312).
+// floats, against n*m*k multiply-adds) must be paid for: pixels when k >= m or k >= 256, or when
+// the n columns fill less than 85% of their nr-wide panels (MobileNet V2 at 7x7: 49 of 64).
+// Measured in-model, ms, 1x1 orientation vs pixels: MobileNet V2 at 14x14 64->384 0.050 vs 0.057,
+// 96->576 0.105 vs 0.112, 576->96 0.135 vs 0.122; at 7x7 960->320 0.312 vs 0.186; SqueezeNet 1.1
+// 512->1000 at 13x13 1.06 vs 0.83.
 bool pixels_pay(int64_t n, int64_t m, int64_t k, bool pointwise, int64_t nr) {
   const char* force = std::getenv("DS_CONV_PIXELS");
   if (force && *force) return force[0] == '1';
   if (n > 4 * m) return false;
   if (!pointwise) return true;
-  return k >= m || n * 100 < 85 * (ceil_div(n, nr) * nr);
+  return k >= m || k >= 256 || n * 100 < 85 * (ceil_div(n, nr) * nr);
 }
 
 bool is_depthwise3x3(const OpParams& p, const Shape& w) {
