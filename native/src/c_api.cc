@@ -188,7 +188,21 @@ DS_API ds_status ds_session_set_input(ds_session* session, size_t index, const f
     require(session != nullptr, "session is NULL");
     require(dims != nullptr || rank == 0, "dims is NULL");
     require(rank <= 64, "rank is over 64");
-    session->session->set_input(index, data, ds::Shape(dims, dims + rank));
+    if (!session->session->rebind_input(index, data, dims, rank))
+      session->session->set_input(index, data, ds::Shape(dims, dims + rank));
+  });
+}
+
+DS_API ds_status ds_session_infer(ds_session* session, const float* data, const int64_t* dims, size_t rank,
+                                  float* dst, size_t capacity) {
+  return guarded([&] {
+    require(session != nullptr, "session is NULL");
+    require(dims != nullptr || rank == 0, "dims is NULL");
+    require(rank <= 64, "rank is over 64");
+    ds::Session& s = *session->session;
+    if (!s.rebind_input(0, data, dims, rank)) s.set_input(0, data, ds::Shape(dims, dims + rank));
+    s.run();
+    s.get_output(0, dst, capacity);
   });
 }
 

@@ -62,6 +62,34 @@ TEST(tiny_net_matches_reference_for_several_batches) {
   ds_model_free(m);
 }
 
+// ds_session_infer = set_input(0) + run + get_output(0), on the same and on changing shapes, with
+// the rebinding fast path (same dims) and a refused shape that leaves the session usable.
+TEST(infer_is_set_input_run_get_output) {
+  const tiny::Net net = tiny::build();
+  ds_model* m = load(dsw::serialize(net.file));
+  REQUIRE(m);
+  ds_session* s = nullptr;
+  REQUIRE(ds_session_create(m, nullptr, &s) == DS_OK);
+  for (int64_t batch : {2, 2, 1, 3, 3}) {
+    const std::vector<float> x = random_input(uint64_t(batch) * 7 + 1, size_t(batch * 64));
+    const int64_t dims[4] = {batch, 1, 8, 8};
+    std::vector<float> y(size_t(batch * 10), -1.0f);
+    REQUIRE_MSG(ds_session_infer(s, x.data(), dims, 4, y.data(), y.size()) == DS_OK, ds_last_error());
+    const std::vector<float> want = tiny::forward(net, x, batch, nullptr);
+    for (size_t i = 0; i < y.size(); ++i) CHECK_NEAR(y[i], want[i], kTol);
+  }
+  const std::vector<float> x(64 * 2, 0.5f);
+  const int64_t bad[4] = {1, 2, 8, 8};
+  std::vector<float> y(10);
+  CHECK(ds_session_infer(s, x.data(), bad, 4, y.data(), y.size()) == DS_ERR_SHAPE);
+  const int64_t good[4] = {1, 1, 8, 8};
+  CHECK(ds_session_infer(s, x.data(), good, 4, y.data(), 5) == DS_ERR_INVALID_ARG);  // capacity too small
+  CHECK(ds_session_infer(s, x.data(), good, 4, y.data(), y.size()) == DS_OK);
+  CHECK(ds_session_infer(nullptr, x.data(), good, 4, y.data(), y.size()) == DS_ERR_INVALID_ARG);
+  ds_session_free(s);
+  ds_model_free(m);
+}
+
 TEST(model_info_reports_dynamic_batch) {
   ds_model* m = load(dsw::serialize(tiny::build().file));
   REQUIRE(m);

@@ -133,3 +133,18 @@ def test_node_profile_index_out_of_range_is_an_error_naming_it():
     assert b"node index 10000 is out of range" in lib.ds_last_error()
     count = ctypes.c_size_t()
     assert lib.ds_session_node_count(s._session, ctypes.byref(count)) == 0 and count.value >= 1
+
+
+def test_repeated_calls_take_the_one_call_path_and_agree():
+    s = Session(FIXTURES / "tiny_compressed.dsm")
+    shape = (1,) + s.input_shapes[0][1:]
+    x = _sidecar("tiny_compressed.input.bin", shape)
+    first = s.run(x)  # the general path, which remembers the shape
+    assert shape in s._single
+    again = s.run(x)  # one C call
+    assert again is not first and np.array_equal(again, first)
+    np.testing.assert_array_equal(s.run(x.astype(np.float64)), first)  # other dtypes: the general path
+    np.testing.assert_array_equal(s.run(np.asfortranarray(x)), first)
+    with pytest.raises(ShapeError):
+        s.run(np.zeros((1,) + shape, np.float32))
+    np.testing.assert_array_equal(s.run(x), first)

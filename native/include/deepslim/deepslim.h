@@ -98,6 +98,12 @@ DS_API ds_status ds_session_output_shape(const ds_session* session, size_t index
 DS_API ds_status ds_session_get_output(const ds_session* session, size_t index, float* dst,
                                        size_t capacity);
 
+/* The one-input, one-output case in one call: ds_session_set_input(session, 0, data, dims, rank),
+ * ds_session_run, then ds_session_get_output(session, 0, dst, capacity). Each step's errors are
+ * those of the call it stands for. The output's shape is ds_session_output_shape(session, 0). */
+DS_API ds_status ds_session_infer(ds_session* session, const float* data, const int64_t* dims, size_t rank,
+                                  float* dst, size_t capacity);
+
 /* The activation memory planned for the currently bound input shapes (every input must be set):
  * out_arena_bytes is the size of the one arena that holds every intermediate and output
  * activation, buffers reused by liveness (each placed at a 64-byte aligned offset);

@@ -159,6 +159,15 @@ void Session::set_input(size_t index, const float* data, const Shape& shape) {
   plan();
 }
 
+bool Session::rebind_input(size_t index, const float* data, const int64_t* dims, size_t rank) {
+  if (index >= model_.inputs.size() || !data || !input_bound_[index]) return false;
+  const Shape& bound = input_shapes_[index];
+  if (bound.size() != rank || !std::equal(bound.begin(), bound.end(), dims)) return false;
+  input_data_[index] = data;
+  ran_ = false;
+  return true;
+}
+
 // A conv2d (op 1) without activation whose output only an add (op 10) reads, where the add's other
 // operand has the same shape and is ready before the conv runs (a graph input, a constant or an
 // earlier node's output): the conv gets that operand as its residual (a 4th input, added before

@@ -48,6 +48,9 @@ class Session {
 
   // Checks the shape against the graph, re-plans shapes and the arena when the shapes change.
   void set_input(size_t index, const float* data, const Shape& shape);
+  // The per-call path: when input `index` is bound already with these dims, points it at `data`
+  // and returns true (no checks to redo, nothing allocated); else false (call set_input).
+  bool rebind_input(size_t index, const float* data, const int64_t* dims, size_t rank);
   // Throws DS_ERR_INVALID_ARG when an input is unbound. Allocates nothing.
   void run();
   const Shape& output_shape(size_t index) const;
