@@ -46,9 +46,9 @@ inline __m256 tile_pair(const float* p) {
 // d[j][k] = r[4k + j], j = 0..5, k = 0..7 (reads r[0..33]).
 inline void load_row(const float* r, __m256 d[6]) {
   const __m256 a0 = tile_pair(r), a1 = tile_pair(r + 4), a2 = tile_pair(r + 8), a3 = tile_pair(r + 12);
-  const __m256 a4 = _mm256_insertf128_ps(  // tiles 4 and 8; only the first 2 floats of tile 8 exist
-      _mm256_castps128_ps256(_mm_loadu_ps(r + 16)), _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(r + 32))),
-      1);
+  // Tiles 4 and 8; only the first 2 floats of tile 8 exist (a 64-bit load, any alignment).
+  const __m128 t8 = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(r + 32)));
+  const __m256 a4 = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(r + 16)), t8, 1);
   const __m256 u0 = _mm256_unpacklo_ps(a0, a1), u1 = _mm256_unpackhi_ps(a0, a1);
   const __m256 u2 = _mm256_unpacklo_ps(a2, a3), u3 = _mm256_unpackhi_ps(a2, a3);
   d[0] = _mm256_shuffle_ps(u0, u2, 0x44);
