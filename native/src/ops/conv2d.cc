@@ -205,6 +205,20 @@ inline void copy_run_stride2(float* dst, const float* src, int64_t n) {
   for (; t < n; ++t) dst[t] = src[2 * t];
 }
 
+// Columns [j0, j0 + cols) of the matrix src [k rows, row_stride apart] as packed B panels of nr
+// columns: dst[q*k*nr + d*nr + r] = src[d*row_stride + j0 + q*nr + r], zero past cols.
+void pack_panels(const float* src, int64_t row_stride, int64_t k, int64_t j0, int64_t cols, int64_t nr, float* dst) {
+  for (int64_t q = 0; q * nr < cols; ++q) {
+    const int64_t n = std::min(nr, cols - q * nr);
+    const float* sq = src + j0 + q * nr;
+    float* o = dst + q * k * nr;
+    for (int64_t d = 0; d < k; ++d, o += nr) {
+      copy_run(o, sq + d * row_stride, n);
+      if (n < nr) zero_run(o + n, nr - n);
+    }
+  }
+}
+
 // ---- im2col blocks from column phases ----
 //
 // The im2col path first rewrites the input (once per image, shared by the tasks) as its column
@@ -572,8 +586,10 @@ int64_t workspace_floats(const OpParams& p, const void* state, const std::vector
   if (!s) return 0;
   switch (s->path) {
     case Path::kDepthwise3x3: return 0;
-    case Path::kGemm1x1: return gemm_workspace_floats(*s->g, threads);
-    case Path::kGemm1x1Strided: return round16(gemm_workspace_floats(*s->g, threads)) + round16((*in[0])[1] * os[2] * os[3]);
+    case Path::kGemm1x1: return split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
+    case Path::kGemm1x1Strided:
+      return round16((*in[0])[1] * os[2] * os[3]) +
+             split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
     case Path::kGemmIm2col: {
       const Conv2dParams c = conv_params(p, *in[0], *in[1], os);
       return round16(c.c * column_phases(c).floats()) +
@@ -636,6 +652,33 @@ GemmParams group_gemm(const State& s, const Conv2dParams& c, const float* bias, 
   gp.alpha = c.act.alpha;
   gp.beta = c.act.beta;
   return gp;
+}
+
+// One image's GEMMs (every group) in blocks of output columns, as split_im2col cuts them: per
+// task pack(gi, j0, cols, dst) writes the block's B as packed panels into the thread's slice of
+// `ws`, then the GEMM with the packed weight runs on it (a row chunk of it when the threads split
+// the rows).
+template <typename Pack>
+void gemm_blocks(const GemmKernels& g, const State& s, const Conv2dParams& c, const float* bias, const float* rb,
+                 float* yb, int threads, ThreadPool* pool, float* ws, const Pack& pack) {
+  const int64_t n = c.oh * c.ow;
+  const Im2colSplit sp = split_im2col(g, s.m, s.k, n, threads);
+  const int64_t per_group = sp.blocks * sp.chunks;
+  parallel(pool, c.group * per_group, work_or_inline(c.group * s.m * s.k * n, kMinParallelMacs), [&](int64_t task, int thread) {
+    const int64_t gi = task / per_group, rest = task % per_group;
+    const int64_t blk = rest / sp.chunks, chunk = rest % sp.chunks;
+    float* tws = ws + thread * sp.thread_floats;
+    float* cols = tws + round16(g.workspace_floats);
+    const int64_t j0 = blk * sp.block_panels * g.nr, j1 = std::min(n, j0 + sp.block_panels * g.nr);
+    pack(gi, j0, j1 - j0, cols);
+    const int64_t m0 = chunk * sp.chunk_rows, m1 = std::min(s.m, m0 + sp.chunk_rows);
+    GemmParams gp = group_gemm(s, c, bias, rb, gi, yb);  // then narrowed to the block's columns
+    gp.c += j0;
+    if (gp.residual) gp.residual += j0;
+    gp.n = j1 - j0;
+    gp.b = {cols, 0, 0, true};
+    g.gemm(gemm_slice(gp, g.mr, g.nr, m0, m1, 0, gp.n), tws);
+  });
 }
 
 // y = act(y + r) over n elements: the residual for the kernels that do not take one.
@@ -789,9 +832,11 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       const int64_t n = c.oh * c.ow;
       const float* src = xb;
       int64_t src_plane = c.h * c.w;
+      float* blocks_ws = ctx.workspace;
       if (s->path == Path::kGemm1x1Strided) {
         // The pixels the 1x1 window visits, as a compact [C, OH*OW] plane.
-        float* sub = ctx.workspace + round16(gemm_workspace_floats(g, threads));
+        float* sub = ctx.workspace;
+        blocks_ws = sub + round16(c.c * n);
         const int64_t per_task = std::max<int64_t>(1, c.c / (4 * threads));
         parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(c.c * n, kMinParallelFloats), [&](int64_t task, int) {
           for (int64_t ci = task * per_task, c1 = std::min(c.c, ci + per_task); ci < c1; ++ci)
@@ -807,12 +852,12 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         src = sub;
         src_plane = n;
       }
-      for (int64_t gi = 0; gi < c.group; ++gi) {
-        GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);
-        gp.b = {src + gi * cg * src_plane, n, 1, false};
-        if (ThreadPool* pool = pool_for_macs(ctx.pool, gp.m * gp.n * gp.k)) gemm(g, gp, ctx.workspace, *pool);
-        else g.gemm(gp, ctx.workspace);
-      }
+      // The plane's columns packed block by block (16-byte copies, inline) rather than by the
+      // GEMM's packing (a memcpy per k step of a panel), then the GEMM on the packed block.
+      gemm_blocks(g, *s, c, bias, rb, yb, threads, ctx.pool, blocks_ws,
+                  [&](int64_t gi, int64_t j0, int64_t cols, float* dst) {
+                    pack_panels(src + gi * cg * src_plane, src_plane, cg, j0, cols, g.nr, dst);
+                  });
       continue;
     }
     const int64_t n = c.oh * c.ow;
@@ -874,30 +919,16 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       }
       continue;
     }
-    const Im2colSplit sp = split_im2col(g, s->m, s->k, n, threads);
     const Phases ph = column_phases(c);
     float* phases = ctx.workspace;
-    float* thread_ws = phases + round16(c.c * ph.floats());
     const int64_t per_ch = std::max<int64_t>(1, c.c / (4 * threads));
     parallel(ctx.pool, ceil_div(c.c, per_ch), work_or_inline(c.c * ph.floats(), kMinParallelFloats), [&](int64_t task, int) {
       build_phases(c, ph, xb, task * per_ch, std::min(c.c, (task + 1) * per_ch), phases);
     });
-    const int64_t per_group = sp.blocks * sp.chunks;
-    parallel(ctx.pool, c.group * per_group, work_or_inline(c.group * s->m * s->k * n, kMinParallelMacs), [&](int64_t task, int thread) {
-      const int64_t gi = task / per_group, rest = task % per_group;
-      const int64_t blk = rest / sp.chunks, chunk = rest % sp.chunks;
-      float* ws = thread_ws + thread * sp.thread_floats;
-      float* cols = ws + round16(g.workspace_floats);
-      const int64_t j0 = blk * sp.block_panels * g.nr, j1 = std::min(n, j0 + sp.block_panels * g.nr);
-      im2col_pack_phases(c, ph, phases + gi * cg * ph.floats(), cg, j0, j1 - j0, g.nr, cols);
-      const int64_t m0 = chunk * sp.chunk_rows, m1 = std::min(s->m, m0 + sp.chunk_rows);
-      GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);  // then narrowed to the block's columns
-      gp.c += j0;
-      if (gp.residual) gp.residual += j0;
-      gp.n = j1 - j0;
-      gp.b = {cols, 0, 0, true};
-      g.gemm(gemm_slice(gp, g.mr, g.nr, m0, m1, 0, gp.n), ws);
-    });
+    gemm_blocks(g, *s, c, bias, rb, yb, threads, ctx.pool, phases + round16(c.c * ph.floats()),
+                [&](int64_t gi, int64_t j0, int64_t cols, float* dst) {
+                  im2col_pack_phases(c, ph, phases + gi * cg * ph.floats(), cg, j0, cols, g.nr, dst);
+                });
   }
 }
 
