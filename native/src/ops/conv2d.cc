@@ -3,9 +3,11 @@
 // With a constant weight the session prepares one of these paths (docs/kernels.md, "conv2d"):
 //   - depthwise 3x3 (group == C == O, stride 1 or 2, no dilation): the table's dwconv3x3 kernel
 //     per channel plane, planes split across threads;
-//   - 1x1, stride 1, no padding: GEMM on the [C/g, H*W] input plane itself (ds::gemm splits it);
-//   - few output pixels per channel (N = OH*OW <= 4 * O/group, from the input's declared H, W):
-//     Y^T = im2col^T . W^T with pixels as GEMM rows, then a transpose into NCHW;
+//   - 1x1, stride 1, no padding: GEMM on the [C/g, H*W] input plane itself, its columns packed
+//     block by block as in the im2col path;
+//   - few output pixels per channel (N = OH*OW <= 4 * O/group, from the input's declared H, W;
+//     for 1x1 see pixels_pay): Y^T = im2col^T . W^T with pixels as GEMM rows, then a transpose
+//     into NCHW;
 //   - 3x3, stride 1, dilation 1, group 1 where it pays (winograd_pays): Winograd F(4x4, 3x3), the
 //     filter transformed and packed once, 36 GEMMs per block of tiles between the table's tile
 //     transforms;
