@@ -153,7 +153,7 @@ def runtime_version() -> str:
 
 
 def isa() -> str:
-    """The SIMD level new sessions use ("scalar", "avx2", "avx512", "avx512vnni"), after
+    """The SIMD level new sessions use ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni"), after
     DS_FORCE_ISA."""
     level = _load().ds_isa()
     if level is None:

@@ -20,6 +20,8 @@ set(DEEPSLIM_X86_AVX2_SOURCES
   src/kernels/x86/f32-dwconv3x3-avx2.cc
   src/kernels/x86/f32-winograd-avx2.cc
   src/kernels/x86/qs8-gemm-avx2.cc)
+set(DEEPSLIM_X86_AVXVNNI_SOURCES
+  src/kernels/x86/qs8-gemm-avxvnni.cc)
 set(DEEPSLIM_X86_AVX512VNNI_SOURCES
   src/kernels/x86/qs8-gemm-avx512vnni.cc)
 set(DEEPSLIM_X86_AVX512_SOURCES
@@ -36,11 +38,12 @@ set(DEEPSLIM_X86_KERNELS OFF)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
   set(DEEPSLIM_X86_KERNELS ON)
   set_source_files_properties(${DEEPSLIM_X86_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")
+  set_source_files_properties(${DEEPSLIM_X86_AVXVNNI_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mavxvnni")
   set_source_files_properties(${DEEPSLIM_X86_AVX512_SOURCES} PROPERTIES
     COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512dq;-mavx512vl;-mavx2;-mfma")
   set_source_files_properties(${DEEPSLIM_X86_AVX512VNNI_SOURCES} PROPERTIES
     COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512dq;-mavx512vl;-mavx512vnni;-mavx2;-mfma")
-  list(APPEND DEEPSLIM_SIMD_SOURCES ${DEEPSLIM_X86_AVX2_SOURCES} ${DEEPSLIM_X86_AVX512_SOURCES}
+  list(APPEND DEEPSLIM_SIMD_SOURCES ${DEEPSLIM_X86_AVX2_SOURCES} ${DEEPSLIM_X86_AVXVNNI_SOURCES} ${DEEPSLIM_X86_AVX512_SOURCES}
        ${DEEPSLIM_X86_AVX512VNNI_SOURCES})
   # Tells src/core/dispatch.cc that the x86 tables exist.
   set_source_files_properties(src/core/dispatch.cc PROPERTIES COMPILE_DEFINITIONS DEEPSLIM_X86_KERNELS=1)

@@ -173,7 +173,7 @@ Result run_threads(const dsw::File& f, const std::vector<float>& x, const Dims& 
   return r;
 }
 
-const char* const kIsas[] = {"scalar", "avx2", "avx512", "avx512vnni"};
+const char* const kIsas[] = {"scalar", "avx2", "avxvnni", "avx512", "avx512vnni"};
 
 // Runs f at every available level and checks the output against `want` exactly.
 void expect_all_isas(const dsw::File& f, const std::vector<float>& x, const Dims& xs, const std::vector<float>& want,
@@ -477,6 +477,7 @@ std::vector<Level> simd_levels() {
 #if defined(__x86_64__)
   const ds::CpuFeatures& f = ds::cpu_features();
   if (f.avx2 && f.fma) v.push_back({"avx2", &ds::ds_qkernels__avx2});
+  if (f.avx2 && f.fma && f.avxvnni) v.push_back({"avxvnni", &ds::ds_qkernels__avxvnni});
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni) v.push_back({"avx512vnni", &ds::ds_qkernels__avx512vnni});
 #endif
   return v;

@@ -17,7 +17,7 @@ from deepslim.ir import Graph, Value
 from deepslim.quant import quantize_graph, run_quantized
 from deepslim.runtime import FormatError, Session
 
-ISAS = ("scalar", "avx2", "avx512", "avx512vnni")
+ISAS = ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni")
 
 
 def _available_isas():

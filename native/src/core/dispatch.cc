@@ -93,6 +93,7 @@ const char* isa_name(Isa isa) {
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
     case Isa::kAvx512Vnni: return "avx512vnni";
+    case Isa::kAvxVnni: return "avxvnni";
     default: return "scalar";
   }
 }
@@ -105,12 +106,14 @@ bool isa_available(Isa isa) {
     case Isa::kAvx2: return f.avx2 && f.fma;
     case Isa::kAvx512: return f.avx2 && f.fma && f.avx512f && f.avx512bw && f.avx512dq && f.avx512vl;
     case Isa::kAvx512Vnni: return isa_available(Isa::kAvx512) && f.avx512vnni;
+    case Isa::kAvxVnni: return isa_available(Isa::kAvx2) && f.avxvnni;
   }
   return false;
 }
 
 Isa best_isa() {
-  for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx512, Isa::kAvx2})
+  // AVX-VNNI below AVX-512: the AVX-512 levels' fp32 kernels are twice as wide.
+  for (Isa isa : {Isa::kAvx512Vnni, Isa::kAvx512, Isa::kAvxVnni, Isa::kAvx2})
     if (isa_available(isa)) return isa;
   return Isa::kScalar;
 }
@@ -119,7 +122,7 @@ Isa active_isa() {
   const char* forced = std::getenv("DS_FORCE_ISA");
   if (!forced || !*forced) return best_isa();
   std::string available;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vnni}) {
     if (!isa_available(isa)) continue;
     if (std::strcmp(forced, isa_name(isa)) == 0) return isa;
     available += available.empty() ? isa_name(isa) : cat(", ", isa_name(isa));
@@ -143,11 +146,14 @@ const KernelTable& kernels_for(Isa isa) {
       with_elementwise(avx512, ds_f32_vadd__avx512, ds_f32_vsub__avx512, ds_f32_vmul__avx512, ds_f32_vdiv__avx512,
                        ds_f32_relu__avx512, ds_f32_activation__avx512, ds_f32_gemv__avx512,
                        ds_f32_global_avgpool__avx512);
-  // int8: AVX2 kernels (vpmaddwd) up to AVX-512 without VNNI; vpdpbusd with it.
+  // int8: AVX2 kernels (vpmaddwd) up to AVX-512 without VNNI; vpdpbusd with AVX-VNNI (on the AVX2
+  // fp32 kernels) or AVX-512 VNNI.
   static const KernelTable avx2_q = with_q(avx2_e, "avx2", &ds_qkernels__avx2);
+  static const KernelTable avxvnni = with_q(avx2_e, "avxvnni", &ds_qkernels__avxvnni);
   static const KernelTable avx512_q = with_q(avx512_e, "avx512", &ds_qkernels__avx2);
   static const KernelTable avx512vnni = with_q(avx512_e, "avx512vnni", &ds_qkernels__avx512vnni);
   if (isa == Isa::kAvx2) return avx2_q;
+  if (isa == Isa::kAvxVnni) return avxvnni;
   if (isa == Isa::kAvx512) return avx512_q;
   if (isa == Isa::kAvx512Vnni) return avx512vnni;
 #endif

@@ -9,7 +9,7 @@
 namespace ds {
 
 // Levels in increasing order; each includes the ones below.
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3 };
+enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3, kAvxVnni = 4 };
 
 const char* isa_name(Isa isa);
 // Whether this build has the level's kernels and this CPU (and OS) can run them.

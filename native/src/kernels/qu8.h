@@ -237,5 +237,6 @@ struct QKernels {
 extern const QKernels ds_qkernels__scalar;
 extern const QKernels ds_qkernels__avx2;
 extern const QKernels ds_qkernels__avx512vnni;
+extern const QKernels ds_qkernels__avxvnni;  // AVX2 + AVX-VNNI (256-bit vpdpbusd)
 
 }  // namespace ds
