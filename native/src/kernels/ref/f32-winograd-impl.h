@@ -1,6 +1,7 @@
-// The F(4x4, 3x3) tile transforms written once over L lanes (one tile per lane), included by each
-// level's translation unit: the lane loops have a constant trip count and no dependences, so each
-// is compiled into that level's vectors (the scalar level runs them as plain loops).
+// The F(4x4, 3x3) tile transforms written once over L lanes (one tile per lane). The scalar level
+// runs them with L = 1 and is the oracle of test_winograd.cc; the AVX2 and AVX-512 levels have
+// their own intrinsics versions (x86/f32-winograd-*.cc, docs/kernels.md "Winograd transforms") and
+// include this header only for the shared declarations.
 //
 //   B^T = [4  0 -5  0  1  0]    A^T = [1  1  1  1  1  0]
 //         [0 -4 -4  1  1  0]          [0  1 -1  2 -2  0]
