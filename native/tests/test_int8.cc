@@ -785,6 +785,27 @@ TEST(qu8_quantize_matches_the_reference_near_ties) {
   }
 }
 
+TEST(qu8_global_avgpool_kernels_match_the_scalar_one) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(17);
+  for (const Level& lv : levels) {
+    if (!lv.k->global_avgpool) continue;
+    for (int64_t size : {1, 7, 49, 63, 64, 65, 196, 1000, 50176}) {
+      const int64_t planes = 1 + int64_t(rng.uniform(0, 20.99f));
+      std::vector<uint8_t> x(size_t(planes * size));
+      const bool extreme = rng.uniform(0, 1) < 0.3f;
+      for (auto& v : x) v = extreme ? 255 : uint8_t(rng.uniform(0, 255));
+      const int32_t x_zp = int32_t(rng.uniform(0, 255)), y_zp = int32_t(rng.uniform(0, 255));
+      const int32_t mult = int32_t(rng.uniform(0, 2147483520.0f)), shift = rand_shift(rng);
+      std::vector<uint8_t> want(static_cast<size_t>(planes)), got(static_cast<size_t>(planes));
+      ds::ds_qu8_global_avgpool__scalar(planes, size, x_zp, y_zp, mult, shift, x.data(), want.data());
+      lv.k->global_avgpool(planes, size, x_zp, y_zp, mult, shift, x.data(), got.data());
+      CHECK_MSG(got == want, std::string(lv.name) + " global_avgpool differs at size " + std::to_string(size));
+    }
+  }
+}
+
 TEST(qu8_elementwise_kernels_match_the_reference) {
   const auto levels = simd_levels();
   if (levels.empty()) SKIP("no int8 SIMD level on this CPU");

@@ -221,6 +221,8 @@ void ds_qu8_vadd__avx512(int64_t n, const QAddParams& q, const uint8_t* a, const
 void ds_qu8_quantize__avx512(int64_t n, float scale, int32_t zp, const float* x, uint8_t* y);
 void ds_qu8_dequantize__avx512(int64_t n, float scale, int32_t zp, const uint8_t* x, float* y);
 void ds_u8_maxpool2d__avx512(const Pool2dParams& p, const uint8_t* x, uint8_t* y);
+void ds_qu8_global_avgpool__avx512(int64_t planes, int64_t size, int32_t x_zp, int32_t y_zp, int32_t mult,
+                                   int32_t shift, const uint8_t* x, uint8_t* y);
 
 // The int8 part of one ISA level's kernel table.
 struct QKernels {
@@ -232,6 +234,9 @@ struct QKernels {
   QuantizeKernel quantize = nullptr;
   DequantizeKernel dequantize = nullptr;
   void (*maxpool2d)(const Pool2dParams& p, const uint8_t* x, uint8_t* y) = nullptr;  // null: the scalar one
+  // ds_qu8_global_avgpool__scalar's contract; null: that kernel.
+  void (*global_avgpool)(int64_t planes, int64_t size, int32_t x_zp, int32_t y_zp, int32_t mult, int32_t shift,
+                         const uint8_t* x, uint8_t* y) = nullptr;
 };
 
 extern const QKernels ds_qkernels__scalar;

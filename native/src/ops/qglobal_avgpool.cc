@@ -26,9 +26,9 @@ uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const st
   return kDtypeU8;
 }
 
-void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape&, const KernelTable&) {
+void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape&, const KernelTable& kt) {
   const Shape& x = *in[0].shape;
-  ds_qu8_global_avgpool__scalar(x[0] * x[1], product(x, 2), p.zp, p.y_zp, int32_t(p.mult), p.shift,
+  (kt.q && kt.q->global_avgpool ? kt.q->global_avgpool : ds_qu8_global_avgpool__scalar)(x[0] * x[1], product(x, 2), p.zp, p.y_zp, int32_t(p.mult), p.shift,
                                 in[0].as<uint8_t>(), reinterpret_cast<uint8_t*>(out));
 }
 

@@ -301,6 +301,7 @@ extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
-                                                 ds_qu8_dequantize__avx512,   ds_u8_maxpool2d__avx512};
+                                                 ds_qu8_dequantize__avx512,   ds_u8_maxpool2d__avx512,
+                                                 ds_qu8_global_avgpool__avx512};
 
 }  // namespace ds

@@ -112,4 +112,20 @@ void ds_u8_maxpool2d__avx512(const Pool2dParams& p, const uint8_t* x, uint8_t* y
   }
 }
 
+// Per plane the byte sum by vpsadbw (64 bytes a step, masked at the end), then the scalar epilogue.
+void ds_qu8_global_avgpool__avx512(int64_t planes, int64_t size, int32_t x_zp, int32_t y_zp, int32_t mult,
+                                   int32_t shift, const uint8_t* x, uint8_t* y) {
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t p = 0; p < planes; ++p) {
+    const uint8_t* xp = x + p * size;
+    __m512i acc = zero;
+    for (int64_t i = 0; i < size; i += 64) {
+      const __mmask64 m = size - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (size - i)) - 1;
+      acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_maskz_loadu_epi8(m, xp + i), zero));
+    }
+    const int64_t sum = _mm512_reduce_add_epi64(acc) - int64_t(x_zp) * size;
+    y[p] = qu8_clamp(y_zp + qu8_requant(sum, mult, shift), 0, 255);
+  }
+}
+
 }  // namespace ds
