@@ -313,8 +313,11 @@ void cl_fill_rows(const QConv2dParams& q, const QDw3x3ClLayout& l, const uint8_t
     for (int64_t px0 = 0; px0 < p.w; px0 += 16) {
       const __mmask16 m = qu8_mask16(p.w - px0);
       __m512i o[4];
-      transpose16x16(
-          [&](int c) { return c < nch ? _mm_mask_loadu_epi8(zp, m, xr + c * plane + px0) : zp; }, o);
+      if (nch == 16 && p.w - px0 >= 16)  // plain loads, which fold into the inserts
+        transpose16x16([&](int c) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr + c * plane + px0)); },
+                       o);
+      else
+        transpose16x16([&](int c) { return c < nch ? _mm_mask_loadu_epi8(zp, m, xr + c * plane + px0) : zp; }, o);
       // Tile pixels 0, 2, ..., 14 and 1, 3, ..., 15.
       const __m512i ev0 = _mm512_shuffle_i32x4(o[0], o[1], _MM_SHUFFLE(2, 0, 2, 0));
       const __m512i ev1 = _mm512_shuffle_i32x4(o[2], o[3], _MM_SHUFFLE(2, 0, 2, 0));
