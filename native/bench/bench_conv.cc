@@ -6,6 +6,9 @@
 //   bench_conv [winograd]    (only the Winograd comparison)
 //   bench_conv layer C H W O K STRIDE PAD [THREADS]   (one layer, the prepared op with bias + relu
 //                                                       on the path conv2d chooses; ms per call)
+// With BENCH_COLD=1 the layer mode flushes the caches (64 MB written) before each call and prints
+// the median of 50 calls, as for the weights of a network larger than the L3. DS_CONV_WINOGRAD
+// and DS_CONV_PIXELS (0|1) force conv2d's choices in the layer mode.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
