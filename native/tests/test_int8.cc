@@ -219,6 +219,9 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
       [] { QConv q; q.c = 8; q.o = 9; q.h = 13; q.w = 11; q.dil = 2; q.pad = 2; q.stride = 2; return q; }(),
       [] { QConv q; q.c = 12; q.o = 35; q.h = 15; q.w = 17; q.stride = 2; q.n = 2; return q; }(),
       [] { QConv q; q.c = 16; q.o = 10; q.h = 9; q.w = 8; q.group = 2; q.kh = 1; q.kw = 3; return q; }(),
+      // few pixels, K >= 512: output channels in the lanes (a partial panel of 32), stride 2
+      [] { QConv q; q.c = 64; q.o = 40; q.h = 9; q.w = 11; return q; }(),
+      [] { QConv q; q.c = 128; q.o = 33; q.h = 13; q.w = 14; q.stride = 2; q.n = 2; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);
@@ -239,6 +242,7 @@ TEST(qconv2d_threads_split_the_same_way_bit_for_bit) {
       // few pixels, many channels: the output channels split between threads
       [] { QConv q; q.c = 8; q.o = 45; q.h = 5; q.w = 5; return q; }(),
       [] { QConv q; q.c = 8; q.o = 45; q.h = 9; q.w = 9; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 64; q.o = 70; q.h = 12; q.w = 13; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);

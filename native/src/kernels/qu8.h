@@ -125,6 +125,27 @@ struct QGemmKernels {
   // dst[4 * j + r] = s[r][j * stride] for j < n, r < 4 (four rows interleaved, the layout that
   // QGemmParams::x_offsets reads); null: the GEMM does not take x_offsets.
   void (*interleave4)(int64_t n, const uint8_t* const s[4], int64_t stride, uint8_t* dst) = nullptr;
+  // The transposed form for few pixels and a deep K (QGemmTParams); null: not available.
+  int64_t (*packed_wt_bytes)(int64_t m, int64_t k) = nullptr;
+  void (*pack_wt)(int64_t m, int64_t k, const int8_t* w, void* dst) = nullptr;
+  void (*gemm_t)(const struct QGemmTParams& p) = nullptr;
+};
+
+// Output channels in the vector lanes (panels of 32, weights packed [panel][k/4][32][4]) and
+// pixels broadcast (any count, none wasted): for output pixel t (0..n) of rows [m0, m1)
+//   y[i * y_row_stride + t] = epilogue(bias[i] + sum_g w[i, g] . x4(g, t))
+// where x4(g, t) is the int32 (four u8) at x + x_offsets[g] + 4 * pix[t] (the channel-quad
+// layout of QGemmParams::x_offsets). ch starts at row 0 of w; m0 is a multiple of 32.
+struct QGemmTParams {
+  int64_t m0, m1, n, k;
+  const void* w;  // packed, panel 0
+  const uint8_t* x;
+  const int64_t* x_offsets;
+  const int32_t* pix;
+  uint8_t* y;
+  int64_t y_row_stride;
+  QChannelParams ch;
+  QuantOut out;
 };
 
 // Depthwise convolution (group == C == O, one input channel per output), any window, per ISA.

@@ -84,6 +84,12 @@ struct State {
   // ordered (quad, tap, channel in quad) to match.
   bool implicit = false;
   std::vector<int64_t> x_offsets;
+  // Implicit with few output pixels and a deep K (ResNet's 14x14 and 7x7 layers): the transposed
+  // GEMM (QGemmTParams), output channels in the lanes and exactly the output pixels broadcast
+  // (pix: their grid positions), so no lane computes a dropped grid column or a padded pixel.
+  bool transposed = false;
+  std::vector<uint8_t> packed_wt;
+  std::vector<int32_t> pix;
   mutable std::vector<uint8_t> padded;
   int64_t chunk = 0;                   // output pixels per task (multiple of nr)
   int64_t ws_bytes = 0;                // per thread
@@ -162,6 +168,12 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
               const int64_t phase = s->phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
               s->x_offsets.push_back(((c4 * s->phases + phase) * plane + ky * dh / sh * s->wq + kx * dw / sw) * 4);
             }
+      if (s->implicit && g.gemm_t && p.group == 1 && k >= 512 && oh * ow <= 196) {
+        s->transposed = true;
+        s->packed_wt.resize(size_t(g.packed_wt_bytes(o, k)));
+        g.pack_wt(o, k, reordered.data(), s->packed_wt.data());
+        for (int64_t t = 0; t < oh * ow; ++t) s->pix.push_back(int32_t(t / ow * s->wq + t % ow));
+      }
       pixels = (oh - 1) * s->wq + ow;  // the grid up to the last output pixel
       // The last plane's taps read up to a row past it (dropped columns only); interleaved, the
       // GEMM reads whole 32-column panels.
@@ -290,6 +302,23 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
       parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
         fill_phases(s, c, q.x_zp, x + b * c.c * in_plane, padded, t * per, std::min(c.c, (t + 1) * per));
       });
+    }
+    if (s.transposed) {  // group 1
+      const int64_t panels = (c.o + 31) / 32;
+      parallel(pool, panels, [&](int64_t t, int) {
+        QGemmTParams gp;
+        gp.m0 = t * 32, gp.m1 = std::min(c.o, gp.m0 + 32), gp.n = pixels, gp.k = k;
+        gp.w = s.packed_wt.data();
+        gp.x = padded;
+        gp.x_offsets = s.x_offsets.data();
+        gp.pix = s.pix.data();
+        gp.y = y + b * c.o * pixels;
+        gp.y_row_stride = pixels;
+        gp.ch = ch;
+        gp.out = q.out;
+        g.gemm_t(gp);
+      });
+      continue;
     }
     for (int64_t gi = 0; gi < c.group; ++gi) {
       const uint8_t* xg = padded + gi * group_planes;

@@ -195,6 +195,105 @@ void interleave4(int64_t n, const uint8_t* const s[4], int64_t stride, uint8_t* 
   }
 }
 
+// ---- transposed: 32 output channels in two vectors, 8 pixels broadcast ----
+int64_t packed_wt_bytes(int64_t m, int64_t k) { return (m + 31) / 32 * 32 * groups(k) * kKr; }
+
+void pack_wt(int64_t m, int64_t k, const int8_t* w, void* dst) {
+  int8_t* d = static_cast<int8_t*>(dst);
+  const int64_t g_count = groups(k);
+  for (int64_t p = 0; p < (m + 31) / 32; ++p)
+    for (int64_t g = 0; g < g_count; ++g)
+      for (int64_t r = 0; r < 32; ++r)
+        for (int64_t j = 0; j < kKr; ++j) {
+          const int64_t row = p * 32 + r, kk = g * kKr + j;
+          *d++ = row < m && kk < k ? w[row * k + kk] : 0;
+        }
+}
+
+typedef int32_t __attribute__((may_alias, aligned(1))) packed_x32;
+
+// Per-lane requantization of 16 channels (lane = channel), 64-bit clamp: the formula for any shift.
+struct LaneRequant {
+  __m512i mult_e, mult_o, round_e, round_o, count_e, count_o;
+  void set(const int32_t* mult, const int32_t* shift, int64_t count) {  // channels [0, count) of 16
+    alignas(64) int64_t me[8], mo[8], re[8], ro[8], ce[8], co[8];
+    for (int i = 0; i < 8; ++i) {
+      const bool e = 2 * i < count, o = 2 * i + 1 < count;
+      const int ne = e ? 31 + shift[2 * i] : 32, no = o ? 31 + shift[2 * i + 1] : 32;
+      me[i] = e ? mult[2 * i] : 0, mo[i] = o ? mult[2 * i + 1] : 0;
+      re[i] = int64_t(1) << (ne - 1), ro[i] = int64_t(1) << (no - 1);
+      ce[i] = ne, co[i] = no;
+    }
+    mult_e = _mm512_load_si512(me), mult_o = _mm512_load_si512(mo);
+    round_e = _mm512_load_si512(re), round_o = _mm512_load_si512(ro);
+    count_e = _mm512_load_si512(ce), count_o = _mm512_load_si512(co);
+  }
+  __m128i operator()(__m512i acc, const RequantRange& r) const {
+    __m512i even = _mm512_add_epi64(_mm512_mul_epi32(acc, mult_e), round_e);
+    __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), mult_o), round_o);
+    even = _mm512_max_epi64(_mm512_min_epi64(_mm512_srav_epi64(even, count_e), r.hi64), r.lo64);
+    odd = _mm512_max_epi64(_mm512_min_epi64(_mm512_srav_epi64(odd, count_o), r.hi64), r.lo64);
+    const __m512i v = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+    return _mm512_cvtepi32_epi8(_mm512_add_epi32(v, r.y_zp));
+  }
+};
+
+// The epilogue of one tile, out of line: its constants are not live across the K loop.
+__attribute__((noinline)) void gemm_t_store(const QGemmTParams& p, const __m512i (*acc)[2], int64_t i0,
+                                            int64_t rows, int64_t t0, int64_t cnt) {
+  const RequantRange range(p.out);
+  LaneRequant rq[2];
+  rq[0].set(p.ch.multiplier + i0, p.ch.shift + i0, std::min<int64_t>(16, rows));
+  rq[1].set(p.ch.multiplier + i0 + 16, p.ch.shift + i0 + 16, std::max<int64_t>(0, rows - 16));
+  const __m512i bias0 = _mm512_maskz_loadu_epi32(qu8_mask16(rows), p.ch.bias + i0);
+  const __m512i bias1 =
+      rows > 16 ? _mm512_maskz_loadu_epi32(qu8_mask16(rows - 16), p.ch.bias + i0 + 16) : _mm512_setzero_si512();
+  // [pixel][channel] bytes, then channel rows of cnt bytes.
+  alignas(64) uint8_t stage[8][32];
+  for (int t = 0; t < cnt; ++t) {
+    _mm_store_si128(reinterpret_cast<__m128i*>(stage[t]), rq[0](_mm512_add_epi32(acc[t][0], bias0), range));
+    _mm_store_si128(reinterpret_cast<__m128i*>(stage[t] + 16), rq[1](_mm512_add_epi32(acc[t][1], bias1), range));
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* yr = p.y + (i0 + r) * p.y_row_stride + t0;
+    for (int64_t t = 0; t < cnt; ++t) yr[t] = stage[t][r];
+  }
+}
+
+void gemm_t(const QGemmTParams& p) {
+  const int64_t g_count = groups(p.k);
+  for (int64_t i0 = p.m0; i0 < p.m1; i0 += 32) {
+    const int64_t rows = std::min<int64_t>(32, p.m1 - i0);
+    const int8_t* wp = static_cast<const int8_t*>(p.w) + (i0 / 32) * 32 * g_count * kKr;
+    for (int64_t t0 = 0; t0 < p.n; t0 += 8) {
+      const int64_t cnt = std::min<int64_t>(8, p.n - t0);
+      const uint8_t* xp[8];
+      for (int t = 0; t < 8; ++t) xp[t] = p.x + 4 * int64_t(p.pix[t0 + std::min<int64_t>(t, cnt - 1)]);
+      // Sixteen named accumulators (an array gets copied around the loop by GCC).
+      __m512i a00 = _mm512_setzero_si512(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
+              a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
+      const uint8_t *x0 = xp[0], *x1 = xp[1], *x2 = xp[2], *x3 = xp[3], *x4 = xp[4], *x5 = xp[5], *x6 = xp[6],
+                    *x7 = xp[7];
+      for (int64_t g = 0; g < g_count; ++g) {
+        const __m512i w0 = _mm512_loadu_si512(wp + g * 128), w1 = _mm512_loadu_si512(wp + g * 128 + 64);
+        const int64_t off = p.x_offsets[g];
+#define DS_QT_STEP(xt, c0, c1)                                                           \
+  {                                                                                      \
+    const __m512i xb = _mm512_set1_epi32(*reinterpret_cast<const packed_x32*>(xt + off)); \
+    c0 = _mm512_dpbusd_epi32(c0, xb, w0);                                                \
+    c1 = _mm512_dpbusd_epi32(c1, xb, w1);                                                \
+  }
+        DS_QT_STEP(x0, a00, a01) DS_QT_STEP(x1, a10, a11) DS_QT_STEP(x2, a20, a21) DS_QT_STEP(x3, a30, a31)
+        DS_QT_STEP(x4, a40, a41) DS_QT_STEP(x5, a50, a51) DS_QT_STEP(x6, a60, a61) DS_QT_STEP(x7, a70, a71)
+#undef DS_QT_STEP
+      }
+      const __m512i acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
+                                 {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
+      gemm_t_store(p, acc, i0, rows, t0, cnt);
+    }
+  }
+}
+
 // Four packed weights as one int32 to broadcast (the packed buffer is bytes).
 typedef int32_t __attribute__((may_alias, aligned(1))) packed_i32;
 
@@ -316,7 +415,7 @@ namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm,
-    im2col, pack_x_rows, gather_row, interleave4};
+    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
