@@ -168,11 +168,11 @@ bool Session::rebind_input(size_t index, const float* data, const int64_t* dims,
   return true;
 }
 
-// A conv2d (op 1) without activation whose output only an add (op 10) reads, where the add's other
-// operand has the same shape and is ready before the conv runs (a graph input, a constant or an
-// earlier node's output): the conv gets that operand as its residual (a 4th input, added before
-// the activation in its epilogue) and the add's activation, and writes the add's output; the add
-// is skipped. The conv's own output is never materialized.
+// A node whose op takes a residual (OpDef::residual_input: conv2d) and has no activation, whose
+// output only an add (op 10) reads, where the add's other operand has the same shape and is ready
+// before the node runs (a graph input, a constant or an earlier node's output): the node gets that
+// operand as its residual (added before the activation in its epilogue) and the add's activation,
+// and writes the add's output; the add is skipped. Its own output is never materialized.
 void Session::plan_fusion(const std::vector<Shape>& shapes) {
   const size_t node_count = model_.nodes.size();
   fused_residual_.assign(node_count, kAbsentInput);
@@ -195,7 +195,7 @@ void Session::plan_fusion(const std::vector<Shape>& shapes) {
       const size_t i = producer[conv_out];
       if (i == SIZE_MAX || readers[conv_out] != 1) continue;
       const Node& conv = model_.nodes[i];
-      if (conv.op->id != 1 || !conv.op->run_prepared || conv.params.act.kind != kActNone) continue;
+      if (conv.op->residual_input < 0 || !conv.op->run_prepared || conv.params.act.kind != kActNone) continue;
       if (producer[other] != SIZE_MAX && producer[other] >= i) continue;  // not ready when the conv runs
       if (model_.values[conv_out].dtype != kDtypeF32 || model_.values[other].dtype != kDtypeF32 ||
           model_.values[out].dtype != kDtypeF32)
@@ -229,7 +229,7 @@ void Session::plan() {
     activation += size_t(element_count(shapes[node_out], model_.values[node_out].name)) *
                   dtype_size(model_.values[node_out].dtype);
     if (skipped_[i]) continue;
-    max_inputs = std::max(max_inputs, node.inputs.size() + 2);  // + a fused residual after the bias
+    max_inputs = std::max(max_inputs, std::max<size_t>(node.inputs.size(), size_t(node.op->residual_input)) + 1);
     for (uint32_t id : node.inputs)
       if (id != kAbsentInput && slot[id] != SIZE_MAX) plan[slot[id]].last = i;
     const uint32_t res = fused_residual_[i];
@@ -304,8 +304,8 @@ void Session::run() {
       else scratch_.push_back({value_data(id), &shapes_[id], model_.values[id].dtype});
     }
     const uint32_t res = fused_residual_[i];
-    if (res != kAbsentInput) {  // conv2d's 4th input: the bias slot first when the conv has none
-      while (scratch_.size() < 3) scratch_.push_back({nullptr, nullptr});
+    if (res != kAbsentInput) {  // at the op's residual slot, absent optional inputs before it
+      while (scratch_.size() < size_t(node.op->residual_input)) scratch_.push_back({nullptr, nullptr});
       scratch_.push_back({value_data(res), &shapes_[res], kDtypeF32});
     }
     const uint32_t out = res != kAbsentInput ? fused_out_[i] : node.outputs[0];

@@ -19,8 +19,9 @@
 // Bias and the fused activation run in the GEMM epilogue. Without a constant weight the scalar
 // reference kernel runs.
 //
-// A fourth input, which only the session passes (never a graph), is a residual of the output's
-// shape added before the activation: the session fuses conv2d -> add into one node that way.
+// A fourth input (kResidualInput, declared in the OpDef), which only the session passes (never a
+// graph), is a residual of the output's shape added before the activation: the session fuses
+// conv2d -> add into one node that way.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -41,6 +42,10 @@
 
 namespace ds {
 namespace {
+
+// Input 3 (after the bias): the residual the session passes when it fuses a following add
+// (OpDef::residual_input).
+constexpr int kResidualInput = 3;
 
 OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
   AttrParser a(attrs, node, "conv2d");
@@ -787,7 +792,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
   const State* s = static_cast<const State*>(ctx.state);
   Conv2dParams c = conv_params(p, *in[0].shape, *in[1].shape, os);
   const float* bias = in.size() > 2 ? in[2].data : nullptr;
-  const float* res = in.size() > 3 ? in[3].data : nullptr;  // the session's fused add
+  const float* res = in.size() > size_t(kResidualInput) ? in[kResidualInput].data : nullptr;  // the session's fused add
   const int64_t in_image = c.c * c.h * c.w, out_image = c.o * c.oh * c.ow;
   if (!s || (s->path == Path::kDepthwise3x3 && (c.c != c.group || c.o != c.group))) {
     const Activation act = c.act;
@@ -949,6 +954,6 @@ const char* kernel_of(const void* state) {
 }  // namespace
 
 extern const OpDef kConv2dOp = {1,       "conv2d",     2,       3, parse, infer_shape, run, false, nullptr,
-                                prepare, run_prepared, workspace_floats, kKernels, kernel_of};
+                                prepare, run_prepared, workspace_floats, kKernels, kernel_of, kResidualInput};
 
 }  // namespace ds

@@ -123,6 +123,11 @@ struct OpDef {
   // kernel_of tells which kernel won. Tuning (deepslim tune) times every choice per node.
   const char* const* kernels = nullptr;
   const char* (*kernel_of)(const void* state) = nullptr;
+  // Optional, with run_prepared: the input index at which the session may pass a residual of the
+  // output's shape, added before the op's activation (the session then runs a following add in
+  // this op's epilogue; absent optional inputs before it are passed as null). Never an input of a
+  // graph node: inputs up to max_inputs only. -1: the op takes none.
+  int residual_input = -1;
 };
 
 // The op with this id, or null.
