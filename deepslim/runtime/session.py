@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -199,23 +200,31 @@ class Session:
         self.output_names, self.output_shapes = self._io_info(
             lib.ds_model_output_count, lib.ds_model_output_info
         )
-        if kernels is None:
+        from_cache = kernels is None
+        if from_cache:
             from deepslim.runtime.tune import cached_kernels
 
             kernels = {} if self.path.name == "<memory>" else cached_kernels(self.path, threads)
         self.kernels = dict(kernels)
-        text = "\n".join(f"{node}={kernel}" for node, kernel in self.kernels.items())
-        options = _SessionOptions(ctypes.sizeof(_SessionOptions), threads, int(bool(profile)),
-                                  text.encode() if text else None)
-        _check(
-            lib.ds_session_create(self._model, ctypes.byref(options), ctypes.byref(self._session)),
-            f"creating a session for {self.path}",
-        )
+        status = self._create(threads, profile)
+        if status and from_cache and self.kernels:
+            # A cache this runtime cannot take (written by another version): the ops' own rules.
+            message = (lib.ds_last_error() or b"").decode("utf-8", "replace")
+            print(f"deepslim: ignoring the tuning cache of {self.path.name}: {message}", file=sys.stderr)
+            self.kernels = {}
+            status = self._create(threads, profile)
+        _check(status, f"creating a session for {self.path}")
         self.threads = threads
         self._calls = _fast_calls(lib)
         self._dims: dict[tuple[int, ...], ctypes.Array] = {}
         self._output_shapes: dict[tuple, list[tuple[int, ...]]] = {}
         self._single: dict[tuple[int, ...], tuple] = {}  # one-input/one-output models: shape -> (dims, out shape)
+
+    def _create(self, threads: int, profile: bool) -> int:
+        text = "\n".join(f"{node}={kernel}" for node, kernel in self.kernels.items())
+        options = _SessionOptions(ctypes.sizeof(_SessionOptions), threads, int(bool(profile)),
+                                  text.encode() if text else None)
+        return self._lib.ds_session_create(self._model, ctypes.byref(options), ctypes.byref(self._session))
 
     def _io_info(self, count_fn, info_fn) -> tuple[list[str], list[tuple[int, ...]]]:
         n = ctypes.c_size_t()

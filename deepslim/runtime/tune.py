@@ -163,7 +163,8 @@ def tune(model: str | os.PathLike, threads: int = 1, rounds: int = 7, runs: int 
             ms[actual] = min(ms.get(actual, t), t)
         best = min(ms, key=ms.get)
         nodes.append(NodeTiming(row["name"], row["op"], row["kernel"], best, ms))
-        chosen[row["name"]] = best
+        if best in row["choices"]:  # a kernel only the rule picks (e.g. depthwise) is not a choice
+            chosen[row["name"]] = best
     result = TuneResult(model, threads, chosen, nodes, rejected)
     if write_cache:
         result.cache = _write_cache(model, threads, chosen, nodes)

@@ -13,19 +13,21 @@ from deepslim.runtime.tune import cache_path, cached_kernels, tune
 
 
 def _conv_net(path, c=16, o=16, hw=12):
-    """x -> conv 3x3 s1 p1 (Winograd-shaped) + relu -> conv 1x1 -> maxpool 2x2 -> y."""
+    """x -> conv 3x3 s1 p1 (Winograd-shaped) + relu -> conv 1x1 -> depthwise 3x3 -> maxpool 2x2 -> y."""
     rng = np.random.default_rng(3)
     g = Graph()
     g.add_value(Value("x", (1, c, hw, hw)))
     g.add_constant("c1.w", rng.standard_normal((o, c, 3, 3)).astype(np.float32) * 0.2)
     g.add_constant("c1.b", rng.standard_normal(o).astype(np.float32))
     g.add_constant("c2.w", rng.standard_normal((o, o, 1, 1)).astype(np.float32) * 0.2)
-    for name in ("h1", "h2"):
+    g.add_constant("dw.w", rng.standard_normal((o, 1, 3, 3)).astype(np.float32) * 0.2)
+    for name in ("h1", "h2", "h3"):
         g.add_value(Value(name, (1, o, hw, hw)))
     g.add_value(Value("y", (1, o, hw // 2, hw // 2)))
     g.add_node("conv2d", "c1", ["x", "c1.w", "c1.b"], ["h1"], pads=[1, 1, 1, 1], activation=1)
     g.add_node("conv2d", "c2", ["h1", "c2.w"], ["h2"])
-    g.add_node("maxpool2d", "pool", ["h2"], ["y"], kernel=[2, 2], strides=[2, 2])
+    g.add_node("conv2d", "dw", ["h2", "dw.w"], ["h3"], pads=[1, 1, 1, 1], group=o)
+    g.add_node("maxpool2d", "pool", ["h3"], ["y"], kernel=[2, 2], strides=[2, 2])
     g.inputs, g.outputs = ["x"], ["y"]
     write_dsm(g, path)
     return path
@@ -63,7 +65,7 @@ def test_bad_kernel_choices_are_refused_by_name(tmp_path, kernels, message):
 def test_tune_caches_the_fastest_kernels_and_sessions_use_them(tmp_path):
     model = _conv_net(tmp_path / "net.dsm")
     result = tune(model, threads=1, rounds=2, runs=2)
-    assert set(result.kernels) == {"c1", "c2"}
+    assert set(result.kernels) == {"c1", "c2"}  # not "dw": depthwise has no choice, whatever is asked
     for node in result.nodes:
         assert node.chosen == min(node.ms, key=node.ms.get)  # the fastest measured
         assert node.rule in node.ms
@@ -87,6 +89,13 @@ def test_a_stale_or_broken_cache_is_not_used(tmp_path, capsys):
     cache.write_text("{not json")
     assert Session(model).kernels == {}
     assert "ignoring the tuning cache" in capsys.readouterr().err
+    # A cache naming a kernel this runtime does not have (another version's): the rules, with a note.
+    tune(model, threads=1, rounds=1, runs=1)
+    data = json.loads(cache.read_text())
+    data["entries"][0]["kernels"]["c1"] = "fft"
+    cache.write_text(json.dumps(data))
+    assert Session(model).kernels == {}
+    assert "has no kernel 'fft'" in capsys.readouterr().err
     tune(model, threads=1, rounds=1, runs=1)
     model.write_bytes(_conv_net(tmp_path / "other.dsm", o=8).read_bytes())  # the model changed
     assert cached_kernels(model, 1) == {}
