@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import platform
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ import numpy as np
 from deepslim.bench.engines import (
     PEERS, Deepslim, EngineUnavailable, Ncnn, OnnxRuntime, OpenVino, Torch,
 )
+from deepslim.runtime.tune import cpu_model  # noqa: F401 - also this module's, for the tools
 
 # Outputs of two engines agree when max |a - b| <= AGREE_TOLERANCE * max(1, max |ours|).
 AGREE_TOLERANCE = 1e-3
@@ -212,16 +212,6 @@ def format_profile(rows: list[dict], top: int = 25) -> str:
     for r in sorted(rows, key=lambda r: -r["ms"])[:top]:
         lines.append(f"| {r['name']} | {r['op']} | {r['ms']:.3f} | {r['ms'] / total:.1%} |")
     return "\n".join(lines)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def format_results(results: list[BenchResult], model: str) -> str:

@@ -118,20 +118,7 @@ inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int16_t* wp, 
     _mm256_store_si256(reinterpret_cast<__m256i*>(out[r]), acc[r][0]);
     _mm256_store_si256(reinterpret_cast<__m256i*>(out[r] + 8), acc[r][1]);
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = i0 + r;
-    uint8_t* yr = p.y + i * p.y_row_stride + j0;
-    if (p.ch.shift[i] < 0) {
-      requant_scalar(out[r], cols, p.ch.multiplier[i], p.ch.shift[i], p.out, yr);
-      continue;
-    }
-    for (int h = 0; h < 2; ++h) {
-      const int64_t c = cols - h * 8;
-      if (c <= 0) break;
-      const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(out[r] + h * 8));
-      store_bytes(yr + h * 8, requant8(a, p.ch.multiplier[i], p.ch.shift[i], p.out), c);
-    }
-  }
+  requant_tile16(out, rows, cols, p, i0, j0);
 }
 
 void gemm(const QGemmParams& p) {

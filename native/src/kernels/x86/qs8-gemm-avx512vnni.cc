@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/qs8-pack.h"
 #include "kernels/qu8.h"
 #include "kernels/x86/qu8-requant-avx512.h"
 
@@ -26,19 +27,8 @@ constexpr int kMr = 8, kNr = 32, kKr = 4;
 
 int64_t groups(int64_t k) { return (k + kKr - 1) / kKr; }
 
-int64_t packed_w_bytes(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr * groups(k) * kKr; }
-
-void pack_w(int64_t m, int64_t k, const int8_t* w, void* dst) {
-  int8_t* d = static_cast<int8_t*>(dst);
-  const int64_t g_count = groups(k);
-  for (int64_t p = 0; p < (m + kMr - 1) / kMr; ++p)
-    for (int64_t g = 0; g < g_count; ++g)
-      for (int64_t r = 0; r < kMr; ++r)
-        for (int64_t j = 0; j < kKr; ++j) {
-          const int64_t row = p * kMr + r, kk = g * kKr + j;
-          *d++ = row < m && kk < k ? w[row * k + kk] : 0;
-        }
-}
+constexpr auto packed_w_bytes = qs8_packed_w_bytes<kMr, kKr>;
+constexpr auto pack_w = qs8_pack_w<kMr, kKr>;
 
 int64_t packed_x_bytes(int64_t k, int64_t n) { return (n + kNr - 1) / kNr * kNr * groups(k) * kKr; }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/qs8-pack.h"
 #include "kernels/qu8.h"
 #include "kernels/unroll.h"
 #include "kernels/x86/qu8-requant-avx2.h"
@@ -24,19 +25,8 @@ constexpr int kMr = 6, kNr = 16, kKr = 4;
 
 int64_t groups(int64_t k) { return (k + kKr - 1) / kKr; }
 
-int64_t packed_w_bytes(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr * groups(k) * kKr; }
-
-void pack_w(int64_t m, int64_t k, const int8_t* w, void* dst) {
-  int8_t* d = static_cast<int8_t*>(dst);
-  const int64_t g_count = groups(k);
-  for (int64_t p = 0; p < (m + kMr - 1) / kMr; ++p)
-    for (int64_t g = 0; g < g_count; ++g)
-      for (int64_t r = 0; r < kMr; ++r)
-        for (int64_t j = 0; j < kKr; ++j) {
-          const int64_t row = p * kMr + r, kk = g * kKr + j;
-          *d++ = row < m && kk < k ? w[row * k + kk] : 0;
-        }
-}
+constexpr auto packed_w_bytes = qs8_packed_w_bytes<kMr, kKr>;
+constexpr auto pack_w = qs8_pack_w<kMr, kKr>;
 
 int64_t packed_x_bytes(int64_t k, int64_t n) { return (n + kNr - 1) / kNr * kNr * groups(k) * kKr; }
 
@@ -106,20 +96,7 @@ void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, const ui
     _mm256_store_si256(reinterpret_cast<__m256i*>(out[r]), acc[r][0]);
     _mm256_store_si256(reinterpret_cast<__m256i*>(out[r] + 8), acc[r][1]);
   });
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = i0 + r;
-    uint8_t* yr = p.y + i * p.y_row_stride + j0;
-    if (p.ch.shift[i] < 0) {
-      requant_scalar(out[r], cols, p.ch.multiplier[i], p.ch.shift[i], p.out, yr);
-      continue;
-    }
-    for (int h = 0; h < 2; ++h) {
-      const int64_t c = cols - h * 8;
-      if (c <= 0) break;
-      const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(out[r] + h * 8));
-      store_bytes(yr + h * 8, requant8(a, p.ch.multiplier[i], p.ch.shift[i], p.out), c);
-    }
-  }
+  requant_tile16(out, rows, cols, p, i0, j0);
 }
 
 void gemm(const QGemmParams& p) {

@@ -45,5 +45,25 @@ inline void requant_scalar(const int32_t* acc, int64_t n, int32_t mult, int32_t 
   for (int64_t i = 0; i < n; ++i) y[i] = qu8_clamp(q.y_zp + qu8_requant(acc[i], mult, shift), q.act_min, q.act_max);
 }
 
+// A GEMM tile of `rows` x `cols` (<= 16) int32 sums with the bias added, out[r] holding row i0 + r
+// of the output from column j0 -> u8 in p.y; rows with shift < 0 by the scalar formula.
+inline void requant_tile16(const int32_t (*out)[16], int64_t rows, int64_t cols, const QGemmParams& p, int64_t i0,
+                           int64_t j0) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r;
+    uint8_t* yr = p.y + i * p.y_row_stride + j0;
+    if (p.ch.shift[i] < 0) {
+      requant_scalar(out[r], cols, p.ch.multiplier[i], p.ch.shift[i], p.out, yr);
+      continue;
+    }
+    for (int h = 0; h < 2; ++h) {
+      const int64_t c = cols - h * 8;
+      if (c <= 0) break;
+      const __m256i a = _mm256_load_si256(reinterpret_cast<const __m256i*>(out[r] + h * 8));
+      store_bytes(yr + h * 8, requant8(a, p.ch.multiplier[i], p.ch.shift[i], p.out), c);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ds
