@@ -196,6 +196,12 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       {1, 200, 12, 12, 160, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},
       {1, 32, 60, 60, 32, 3, 3, 1, 1, 1, 1, 32, {1, 1, 1, 1}, true, 6},
       {1, 32, 121, 120, 32, 3, 3, 2, 2, 1, 1, 32, {1, 1, 1, 1}, false, 0},
+      // Batches of at least as many images as threads: whole images per thread (uneven at 3).
+      {4, 6, 15, 16, 11, 3, 3, 2, 2, 1, 1, 1, {1, 1, 0, 0}, true, 3},    // im2col
+      {5, 9, 5, 4, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},      // pixels as rows
+      {4, 7, 13, 11, 29, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, false, 1},   // 1x1 s2
+      {5, 16, 12, 13, 40, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 2},   // pointwise
+      {3, 16, 41, 41, 48, 6, 6, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},   // FaceNet conv2, batch 3
   };
   int i = 0;
   for (const Conv& p : cases) check_conv(p, rng, "case " + std::to_string(i++));
@@ -304,6 +310,8 @@ TEST(conv2d_add_fusion_matches_reference) {
       {1, 16, 9, 11, 24, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},     // pointwise
       {2, 12, 15, 13, 20, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // pointwise strided, batch 2
       {2, 6, 15, 16, 11, 3, 3, 2, 2, 1, 1, 1, {1, 1, 0, 0}, true, 2},     // im2col blocks, batch 2
+      {5, 6, 15, 16, 11, 3, 3, 2, 2, 1, 1, 1, {1, 1, 0, 0}, true, 1},     // whole images per thread
+      {4, 9, 5, 4, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},      // pixels, images per thread
       {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 3},    // rows split across threads
       {2, 9, 5, 4, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, false, 1},     // pixels as rows
       {1, 8, 4, 4, 40, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 6},      // pixels as rows, groups

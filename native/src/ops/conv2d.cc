@@ -587,10 +587,9 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
 
 int threads_of(const ThreadPool* pool) { return pool ? pool->size() : 1; }
 
-int64_t workspace_floats(const OpParams& p, const void* state, const std::vector<const Shape*>& in,
-                         const Shape& os, int threads) {
-  const State* s = static_cast<const State*>(state);
-  if (!s) return 0;
+// Workspace for one image on `threads` threads.
+int64_t image_workspace(const OpParams& p, const State* s, const std::vector<const Shape*>& in, const Shape& os,
+                        int threads) {
   switch (s->path) {
     case Path::kDepthwise3x3: return 0;
     case Path::kGemm1x1: return split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
@@ -613,6 +612,20 @@ int64_t workspace_floats(const OpParams& p, const void* state, const std::vector
     }
   }
   return 0;
+}
+
+// The GEMM paths run a batch of at least `threads` images as whole images per thread.
+bool images_per_thread(const State* s, int64_t batch, int threads) {
+  return threads > 1 && batch >= threads && s->path != Path::kDepthwise3x3 && s->path != Path::kWinograd;
+}
+
+int64_t workspace_floats(const OpParams& p, const void* state, const std::vector<const Shape*>& in,
+                         const Shape& os, int threads) {
+  const State* s = static_cast<const State*>(state);
+  if (!s) return 0;
+  const int64_t split = image_workspace(p, s, in, os, threads);
+  if (!images_per_thread(s, os[0], threads)) return split;
+  return std::max(split, round16(image_workspace(p, s, in, os, 1)) * threads);
 }
 
 // Below this many floats moved, or multiply-adds, a job hand-off to the pool (about 1-2 us with
@@ -831,7 +844,8 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
   }
   const GemmKernels& g = *s->g;
   const int64_t cg = c.c / c.group;
-  for (int64_t b = 0; b < c.n; ++b) {
+  // One image on `nth` threads of pool tp (null: inline) with workspace wsb.
+  auto image = [&](int64_t b, ThreadPool* tp, int nth, float* wsb) {
     const float* xb = x + b * in_image;
     float* yb = out + b * out_image;
     const float* rb = res ? res + b * out_image : nullptr;
@@ -839,13 +853,13 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       const int64_t n = c.oh * c.ow;
       const float* src = xb;
       int64_t src_plane = c.h * c.w;
-      float* blocks_ws = ctx.workspace;
+      float* blocks_ws = wsb;
       if (s->path == Path::kGemm1x1Strided) {
         // The pixels the 1x1 window visits, as a compact [C, OH*OW] plane.
-        float* sub = ctx.workspace;
+        float* sub = wsb;
         blocks_ws = sub + round16(c.c * n);
-        const int64_t per_task = std::max<int64_t>(1, c.c / (4 * threads));
-        parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(c.c * n, kMinParallelFloats), [&](int64_t task, int) {
+        const int64_t per_task = std::max<int64_t>(1, c.c / (4 * nth));
+        parallel(tp, ceil_div(c.c, per_task), work_or_inline(c.c * n, kMinParallelFloats), [&](int64_t task, int) {
           for (int64_t ci = task * per_task, c1 = std::min(c.c, ci + per_task); ci < c1; ++ci)
             for (int64_t oy = 0; oy < c.oh; ++oy) {
               const float* row = xb + ci * c.h * c.w + oy * c.stride_h * c.w;
@@ -861,33 +875,33 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       }
       // The plane's columns packed block by block (16-byte copies, inline) rather than by the
       // GEMM's packing (a memcpy per k step of a panel), then the GEMM on the packed block.
-      gemm_blocks(g, *s, c, bias, rb, yb, threads, ctx.pool, blocks_ws,
+      gemm_blocks(g, *s, c, bias, rb, yb, nth, tp, blocks_ws,
                   [&](int64_t gi, int64_t j0, int64_t cols, float* dst) {
                     pack_panels(src + gi * cg * src_plane, src_plane, cg, j0, cols, g.nr, dst);
                   });
-      continue;
+      return;
     }
     const int64_t n = c.oh * c.ow;
     if (s->path == Path::kGemmPixels) {
       // im2col^T as packed A panels of mr pixels, the GEMM into Y^T [n, m], then the transpose
       // (which adds the residual and applies the activation when there is a residual).
-      float* cols = ctx.workspace + pixels_head_floats(g, c, threads);
+      float* cols = wsb + pixels_head_floats(g, c, nth);
       float* yt = cols + round16(gemm_packed_a_size(g, n, s->k));
       const PaddedPlane pq = padded_plane(c);
       const int64_t panels = ceil_div(n, g.mr);
-      const int64_t per_task = std::max<int64_t>(1, panels / (4 * threads));
+      const int64_t per_task = std::max<int64_t>(1, panels / (4 * nth));
       for (int64_t gi = 0; gi < c.group; ++gi) {
         const float* pg = xb + gi * cg * pq.hp * pq.wp;
         if (pq.copy) {  // the group's channels, into the head of the workspace (the GEMM's afterwards)
-          float* pp = ctx.workspace;
-          const int64_t per_ch = std::max<int64_t>(1, cg / (4 * threads));
-          parallel(ctx.pool, ceil_div(cg, per_ch), work_or_inline(cg * pq.hp * pq.wp, kMinParallelFloats), [&](int64_t task, int) {
+          float* pp = wsb;
+          const int64_t per_ch = std::max<int64_t>(1, cg / (4 * nth));
+          parallel(tp, ceil_div(cg, per_ch), work_or_inline(cg * pq.hp * pq.wp, kMinParallelFloats), [&](int64_t task, int) {
             const int64_t c0 = gi * cg + task * per_ch;
             pad_plane(c, pq, xb, c0, std::min((gi + 1) * cg, c0 + per_ch), pp);
           });
           pg = pp + gi * cg * pq.hp * pq.wp;
         }
-        parallel(ctx.pool, ceil_div(panels, per_task), work_or_inline(n * s->k, kMinParallelFloats), [&](int64_t task, int) {
+        parallel(tp, ceil_div(panels, per_task), work_or_inline(n * s->k, kMinParallelFloats), [&](int64_t task, int) {
           const int64_t q0 = task * per_task, q1 = std::min(panels, q0 + per_task);
           const int64_t j0 = q0 * g.mr, j1 = std::min(n, q1 * g.mr);
           im2col_pack_rows(c, pq, pg, cg, j0, j1 - j0, g.mr, cols + q0 * g.mr * s->k);
@@ -909,12 +923,12 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
           gp.alpha = c.act.alpha;
           gp.beta = c.act.beta;
         }
-        if (ThreadPool* pool = pool_for_macs(ctx.pool, gp.m * gp.n * gp.k)) gemm(g, gp, ctx.workspace, *pool);
-        else g.gemm(gp, ctx.workspace);
+        if (ThreadPool* pool = pool_for_macs(tp, gp.m * gp.n * gp.k)) gemm(g, gp, wsb, *pool);
+        else g.gemm(gp, wsb);
         // Y^T [n, m] -> y [m, n], in blocks of 16 channels x 64 pixels.
         float* yg = yb + gi * s->m * n;
         const float* rg = rb ? rb + gi * s->m * n : nullptr;
-        parallel(ctx.pool, ceil_div(s->m, 16), work_or_inline(n * s->m, kMinParallelFloats), [&](int64_t task, int) {
+        parallel(tp, ceil_div(s->m, 16), work_or_inline(n * s->m, kMinParallelFloats), [&](int64_t task, int) {
           const int64_t o0 = task * 16, o1 = std::min(s->m, o0 + 16);
           for (int64_t i0 = 0; i0 < n; i0 += 64) {
             const int64_t i1 = std::min(n, i0 + 64);
@@ -924,18 +938,27 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
           }
         });
       }
-      continue;
+      return;
     }
     const Phases ph = column_phases(c);
-    float* phases = ctx.workspace;
-    const int64_t per_ch = std::max<int64_t>(1, c.c / (4 * threads));
-    parallel(ctx.pool, ceil_div(c.c, per_ch), work_or_inline(c.c * ph.floats(), kMinParallelFloats), [&](int64_t task, int) {
+    float* phases = wsb;
+    const int64_t per_ch = std::max<int64_t>(1, c.c / (4 * nth));
+    parallel(tp, ceil_div(c.c, per_ch), work_or_inline(c.c * ph.floats(), kMinParallelFloats), [&](int64_t task, int) {
       build_phases(c, ph, xb, task * per_ch, std::min(c.c, (task + 1) * per_ch), phases);
     });
-    gemm_blocks(g, *s, c, bias, rb, yb, threads, ctx.pool, phases + round16(c.c * ph.floats()),
+    gemm_blocks(g, *s, c, bias, rb, yb, nth, tp, phases + round16(c.c * ph.floats()),
                 [&](int64_t gi, int64_t j0, int64_t cols, float* dst) {
                   im2col_pack_phases(c, ph, phases + gi * cg * ph.floats(), cg, j0, cols, g.nr, dst);
                 });
+  };
+  // A batch of at least as many images as threads runs whole images per thread (each image's
+  // GEMM unsplit, on its own slice of the workspace: image_floats); else image by image, each
+  // split across the threads.
+  if (images_per_thread(s, c.n, threads)) {
+    const int64_t per = round16(image_workspace(p, s, {in[0].shape, in[1].shape}, os, 1));
+    ctx.pool->parallel_for(c.n, [&](int64_t b, int thread) { image(b, nullptr, 1, ctx.workspace + thread * per); });
+  } else {
+    for (int64_t b = 0; b < c.n; ++b) image(b, ctx.pool, threads, ctx.workspace);
   }
 }
 
