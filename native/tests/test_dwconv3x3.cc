@@ -1,5 +1,6 @@
 // Depthwise 3x3 of every ISA level that has its own kernel against the scalar reference: planes
-// from 1x1 up, widths around the 16-lane vector (15, 16, 17, 33), stride 1 and 2, pads 0 and 1,
+// from 1x1 up, widths around the 16-lane vector (15, 16, 17, 33) and past a stride-2 strip of 128
+// outputs (261), stride 1 and 2, pads 0 and 1,
 // every activation code.
 #include <cfloat>
 #include <cmath>
@@ -17,7 +18,7 @@ void check_level(ds::Isa isa) {
   if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
   const ds::DwConv3x3Fn fn = ds::kernels_for(isa).dwconv3x3;
   tiny::Rng rng(21);
-  const int64_t sizes[] = {1, 2, 3, 5, 15, 16, 17, 31, 33, 40};
+  const int64_t sizes[] = {1, 2, 3, 5, 15, 16, 17, 31, 33, 40, 67, 261};
   int cases = 0;
   for (int64_t h : sizes)
     for (int64_t w : sizes)
