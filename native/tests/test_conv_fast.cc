@@ -202,6 +202,13 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       {4, 7, 13, 11, 29, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, false, 1},   // 1x1 s2
       {5, 16, 12, 13, 40, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 2},   // pointwise
       {3, 16, 41, 41, 48, 6, 6, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},   // FaceNet conv2, batch 3
+      // Implicit im2col (stride 1, k >= 3m, AVX-512): pads, dilation, groups, sigmoid and tanh
+      // (the scalar pass), m = mr + 1 with columns split across threads.
+      {1, 3, 17, 19, 5, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},
+      {1, 4, 14, 16, 5, 3, 3, 1, 1, 2, 2, 1, {2, 2, 2, 2}, true, 4},
+      {1, 8, 20, 22, 6, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 7},
+      {1, 16, 41, 41, 13, 6, 6, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, 1},
+      {1, 1, 88, 88, 16, 7, 7, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},    // FaceNet conv1
   };
   int i = 0;
   for (const Conv& p : cases) check_conv(p, rng, "case " + std::to_string(i++));
@@ -213,6 +220,11 @@ TEST(conv2d_paths_match_reference_at_every_level) {
     for (const Conv& p : cases) check_conv(p, rng, std::string("pixels=") + pixels + " case " + std::to_string(i++));
   }
   unsetenv("DS_CONV_PIXELS");
+  // And with the implicit im2col off (DS_CONV_ROWS=0): its layers on the packed im2col.
+  setenv("DS_CONV_ROWS", "0", 1);
+  i = 0;
+  for (const Conv& p : cases) check_conv(p, rng, "rows=0 case " + std::to_string(i++));
+  unsetenv("DS_CONV_ROWS");
   for (int r = 0; r < 25; ++r) {  // random shapes
     Conv p;
     p.group = rng.below(4) == 0 ? 1 + rng.below(3) : 1;
@@ -313,6 +325,8 @@ TEST(conv2d_add_fusion_matches_reference) {
       {5, 6, 15, 16, 11, 3, 3, 2, 2, 1, 1, 1, {1, 1, 0, 0}, true, 1},     // whole images per thread
       {4, 9, 5, 4, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},      // pixels, images per thread
       {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 3},    // rows split across threads
+      {1, 8, 20, 22, 10, 5, 5, 1, 1, 1, 1, 1, {2, 2, 2, 2}, true, 1},    // implicit im2col
+      {3, 8, 20, 22, 10, 5, 5, 1, 1, 1, 1, 1, {2, 2, 2, 2}, true, 2},    // implicit, images per thread
       {2, 9, 5, 4, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, false, 1},     // pixels as rows
       {1, 8, 4, 4, 40, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 6},      // pixels as rows, groups
       {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},   // Winograd (forced below)

@@ -61,6 +61,13 @@ struct GemmParams {
 // workspace: GemmKernels::workspace_floats floats, 64-byte aligned, owned by the calling thread.
 using GemmFn = void (*)(const GemmParams& p, float* workspace);
 
+// GEMM with B given by row offsets (implicit im2col of stride-1 convolutions computed over the
+// padded input's full rows): C[m, n] = act(A . B + bias + residual) with A packed (pack_a) and
+// B element (p, j) = p.b.data[b_offsets[p] + j], each row a contiguous run. p.b.packed, row and
+// column strides are ignored; B is read up to b_offsets[p] + round_up(n, nr) - 1 (the caller keeps
+// that readable; columns past n are computed and dropped). The whole K in one pass per tile.
+using GemmRowsFn = void (*)(const GemmParams& p, const int64_t* b_offsets);
+
 // One ISA level's GEMM: its tile and cache blocking.
 struct GemmKernels {
   const char* name;           // the microkernel, e.g. "ds_f32_gemm_12x32__avx512"
@@ -68,6 +75,7 @@ struct GemmKernels {
   int64_t kc, mc, nc;         // cache blocks over K, M, N (0: not blocked)
   int64_t workspace_floats;   // per thread
   GemmFn gemm;
+  GemmRowsFn gemm_rows = nullptr;  // where the level has one
 };
 
 // Packing (src/kernels/ref/f32-gemm-pack.cc): `rows` rows of `depth` steps into ceil(rows/tile)
@@ -113,6 +121,7 @@ inline GemmParams gemm_slice(const GemmParams& p, int32_t mr, int32_t nr, int64_
 void ds_f32_gemm__scalar(const GemmParams& p, float* workspace);
 void ds_f32_gemm__avx2(const GemmParams& p, float* workspace);
 void ds_f32_gemm__avx512(const GemmParams& p, float* workspace);
+void ds_f32_gemm_rows__avx512(const GemmParams& p, const int64_t* b_offsets);
 extern const GemmKernels ds_f32_gemm_kernels__scalar;
 extern const GemmKernels ds_f32_gemm_kernels__avx2;
 extern const GemmKernels ds_f32_gemm_kernels__avx512;

@@ -246,6 +246,29 @@ Phases column_phases(const Conv2dParams& c) {
   return q;
 }
 
+// Stride-1 convolutions on a level with GemmKernels::gemm_rows: implicit im2col. The GEMM runs
+// over the padded plane's full rows (n' = oh * wq columns, column oy*wq + x for x < wq; those
+// with x >= ow are computed and dropped), so row d = (ci, ky, kx) of B is the padded plane itself
+// from offset ci*hp*wq + ky*dil_h*wq + kx*dil_w: no im2col copy at all. Then the [o, n'] result is
+// compacted into NCHW (adding the residual, if any). It saves the im2col copy (k*n floats) and
+// adds the compaction (m*n) and the dropped columns, so it runs where k >= 3m and the dropped
+// columns cost at most a quarter extra (wq <= 1.25 ow). Measured 1 thread, ms, packed vs implicit
+// (bench_conv layer): FaceNet-1M 16x41x41 -> 48 6x6 0.48 vs 0.40, 1x88x88 -> 16 7x7 0.107 vs
+// 0.071; 64x27x27 -> 32 3x3 0.26 vs 0.23; 32x30x30 -> 32 5x5 p2 0.55 vs 0.33; LeNet-5 1x28x28 -> 6
+// 5x5 p2 0.0079 vs 0.0036; but SqueezeNet 1.1 16x55x55 -> 64 3x3 (k = 2.25 m) 0.156 vs 0.166.
+// DS_CONV_ROWS=0 turns it off.
+bool implicit_rows(const GemmKernels& g, const Conv2dParams& c, int64_t m, int64_t k) {
+  if (!g.gemm_rows || c.stride_h != 1 || c.stride_w != 1 || k < 3 * m) return false;
+  const char* force = std::getenv("DS_CONV_ROWS");
+  if (force && force[0] == '0') return false;
+  const int64_t wq = c.ow + (c.kw - 1) * c.dil_w;
+  return wq * 4 <= c.ow * 5;
+}
+
+// Workspace of the implicit path after the phases: the zeroed tail the last rows' dropped columns
+// read, the k offsets (int64), the [o, n'] result.
+int64_t rows_tail_floats(const Conv2dParams& c, int64_t nr) { return round16((c.kw - 1) * c.dil_w + nr + 16); }
+
 // Channels [c0, c1) of one image into their phases: out[((ci*s + px)*hp + yy)*wq + j] =
 // x[ci][yy - pad_top][j*s + px - pad_left], zero outside the input.
 void build_phases(const Conv2dParams& c, const Phases& q, const float* x, int64_t c0, int64_t c1, float* out) {
@@ -598,6 +621,11 @@ int64_t image_workspace(const OpParams& p, const State* s, const std::vector<con
              split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
     case Path::kGemmIm2col: {
       const Conv2dParams c = conv_params(p, *in[0], *in[1], os);
+      if (implicit_rows(*s->g, c, s->m, s->k)) {
+        const Phases ph = column_phases(c);
+        return round16(c.c * ph.floats()) + rows_tail_floats(c, s->g->nr) + round16(2 * s->k) +
+               round16(c.o * c.oh * ph.wq);
+      }
       return round16(c.c * column_phases(c).floats()) +
              split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
     }
@@ -946,6 +974,56 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     parallel(tp, ceil_div(c.c, per_ch), work_or_inline(c.c * ph.floats(), kMinParallelFloats), [&](int64_t task, int) {
       build_phases(c, ph, xb, task * per_ch, std::min(c.c, (task + 1) * per_ch), phases);
     });
+    if (implicit_rows(g, c, s->m, s->k)) {
+      float* tail = phases + c.c * ph.floats();
+      float* tail_end = phases + round16(c.c * ph.floats()) + rows_tail_floats(c, g.nr);
+      zero_run(tail, tail_end - tail);
+      int64_t* offs = reinterpret_cast<int64_t*>(tail_end);
+      float* wide = tail_end + round16(2 * s->k);
+      for (int64_t ci = 0, d = 0; ci < cg; ++ci)
+        for (int64_t ky = 0; ky < c.kh; ++ky)
+          for (int64_t kx = 0; kx < c.kw; ++kx) offs[d++] = (ci * ph.hp + ky * c.dil_h) * ph.wq + kx * c.dil_w;
+      const int64_t nw = c.oh * ph.wq, panels = ceil_div(nw, g.nr);
+      const int64_t per_task = ceil_div(panels, nth);
+      for (int64_t gi = 0; gi < c.group; ++gi) {
+        GemmParams gp;
+        gp.m = s->m;
+        gp.n = nw;
+        gp.k = s->k;
+        gp.a = {s->packed + gi * s->group_floats, 0, 0, true};
+        gp.b.data = phases + gi * cg * ph.floats();
+        gp.c = wide + gi * s->m * nw;
+        gp.c_row_stride = nw;
+        if (bias) {
+          gp.bias = bias + gi * s->m;
+          gp.bias_kind = kGemmBiasPerRow;
+        }
+        if (!rb) {
+          gp.act = c.act.kind;
+          gp.alpha = c.act.alpha;
+          gp.beta = c.act.beta;
+        }
+        parallel(tp, ceil_div(panels, per_task), work_or_inline(s->m * s->k * nw, kMinParallelMacs), [&](int64_t task, int) {
+          const int64_t j0 = task * per_task * g.nr, j1 = std::min(nw, j0 + per_task * g.nr);
+          GemmParams t = gp;
+          t.n = j1 - j0;
+          t.b.data += j0;
+          t.c += j0;
+          g.gemm_rows(t, offs);
+        });
+      }
+      // [o, oh * wq] -> [o, oh * ow], with the residual (and then the activation) if any.
+      const int64_t per_o = std::max<int64_t>(1, c.o / (4 * nth));
+      parallel(tp, ceil_div(c.o, per_o), work_or_inline(c.o * n, kMinParallelFloats), [&](int64_t task, int) {
+        for (int64_t o = task * per_o, o1 = std::min(c.o, o + per_o); o < o1; ++o)
+          for (int64_t oy = 0; oy < c.oh; ++oy) {
+            float* dst = yb + o * n + oy * c.ow;
+            copy_run(dst, wide + o * nw + oy * ph.wq, c.ow);
+            if (rb) add_residual(dst, rb + o * n + oy * c.ow, c.ow, c.act);
+          }
+      });
+      return;
+    }
     gemm_blocks(g, *s, c, bias, rb, yb, nth, tp, phases + round16(c.c * ph.floats()),
                 [&](int64_t gi, int64_t j0, int64_t cols, float* dst) {
                   im2col_pack_phases(c, ph, phases + gi * cg * ph.floats(), cg, j0, cols, g.nr, dst);

@@ -33,10 +33,11 @@ inline __m512 activate(__m512 v, int32_t act, __m512 alpha, __m512 beta) {
   }
 }
 
-// ds_f32_gemm_ukernel_12x32__avx512 for R = 12 rows; R < 12 for the last rows of M.
-template <int R>
-void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs,
-             bool accumulate, const x86::GemmTileEpilogue* ep) {
+// ds_f32_gemm_ukernel_12x32__avx512 for R = 12 rows; R < 12 for the last rows of M. With
+// offsets (kRows), B step q is the 32 floats at b + offs[q] instead of a packed panel.
+template <int R, bool kRows>
+inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c,
+                         int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep) {
   // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
@@ -47,7 +48,8 @@ void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, i
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   for (int64_t q = 0; q < kc; ++q) {
-    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+    const float* bq = kRows ? b + offs[q] : b;
+    const __m512 b0 = _mm512_loadu_ps(bq), b1 = _mm512_loadu_ps(bq + 16);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[r]);
@@ -55,7 +57,7 @@ void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, i
       acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
     }
     a += kMr;
-    b += kNr;
+    if (!kRows) b += kNr;
   }
   const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
@@ -96,6 +98,25 @@ void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, i
   }
 }
 
+template <int R>
+void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs, bool accumulate,
+             const x86::GemmTileEpilogue* ep) {
+  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep);
+}
+
+using RowsMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
+                                 float* c, int64_t c_rs, const x86::GemmTileEpilogue* ep);
+
+template <int R>
+void ukernel_rows(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c, int64_t c_rs,
+                  const x86::GemmTileEpilogue* ep) {
+  ukernel_core<R, true>(nr, kc, a, b, offs, c, c_rs, false, ep);
+}
+
+const RowsMicrokernel kRowsUkernels[kMr] = {ukernel_rows<1>, ukernel_rows<2>,  ukernel_rows<3>,  ukernel_rows<4>,
+                                            ukernel_rows<5>, ukernel_rows<6>,  ukernel_rows<7>,  ukernel_rows<8>,
+                                            ukernel_rows<9>, ukernel_rows<10>, ukernel_rows<11>, ukernel_rows<12>};
+
 const x86::GemmMicrokernel kUkernels[kMr] = {ukernel<1>, ukernel<2>, ukernel<3>,  ukernel<4>,
                                               ukernel<5>, ukernel<6>, ukernel<7>,  ukernel<8>,
                                               ukernel<9>, ukernel<10>, ukernel<11>, ukernel<12>};
@@ -106,8 +127,30 @@ void ds_f32_gemm__avx512(const GemmParams& p, float* workspace) {
   x86::gemm_blocked<Cfg>(p, kUkernels, workspace);
 }
 
+// Column panels outer, row tiles inner: a panel's B rows (a few input rows per channel) stay in
+// L1 across the row tiles while the packed A (m x k) streams from L2; the whole K per tile.
+void ds_f32_gemm_rows__avx512(const GemmParams& p, const int64_t* offs) {
+  for (int64_t j = 0; j < p.n; j += kNr) {
+    const int64_t nr = p.n - j < kNr ? p.n - j : kNr;
+    for (int64_t i = 0; i < p.m; i += kMr) {
+      const int64_t mr = p.m - i < kMr ? p.m - i : kMr;
+      float* c = p.c + i * p.c_row_stride + j;
+      x86::GemmTileEpilogue ep;
+      ep.bias_row = p.bias_kind == kGemmBiasPerRow ? p.bias + i : nullptr;
+      ep.bias_col = p.bias_kind == kGemmBiasPerCol ? p.bias + j : nullptr;
+      ep.residual = p.residual ? p.residual + i * p.residual_row_stride + j : nullptr;
+      ep.residual_row_stride = p.residual_row_stride;
+      ep.act = p.act;
+      ep.alpha = p.alpha;
+      ep.beta = p.beta;
+      kRowsUkernels[mr - 1](nr, p.k, p.a.data + (i / kMr) * kMr * p.k, p.b.data + j, offs, c, p.c_row_stride, &ep);
+      if (p.act == 4 || p.act == 7) x86::gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);
+    }
+  }
+}
+
 const GemmKernels ds_f32_gemm_kernels__avx512 = {"ds_f32_gemm_ukernel_12x32__avx512", kMr, kNr,
                                                  Cfg::kKc, Cfg::kMc, Cfg::kNc, Cfg::kWorkspace,
-                                                 ds_f32_gemm__avx512};
+                                                 ds_f32_gemm__avx512, ds_f32_gemm_rows__avx512};
 
 }  // namespace ds
