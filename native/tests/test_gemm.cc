@@ -235,7 +235,76 @@ void blocks_at(Isa isa) {
   check_case(isa, d, rng);
 }
 
+// GemmKernels::gemm_rows (B rows at arbitrary offsets of one buffer) against double loops: edge
+// sizes around the tile, every activation and bias kind, a residual, padded C rows left untouched.
+void gemm_rows_at(Isa isa) {
+  if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
+  const GemmKernels& g = *ds::kernels_for(isa).gemm;
+  if (!g.gemm_rows) SKIP(std::string(ds::isa_name(isa)) + " has no gemm_rows");
+  tiny::Rng rng(31 + int(isa));
+  const std::vector<int64_t> ms = edge_sizes(g.mr), ns = edge_sizes(g.nr);
+  int failures = 0;
+  for (int64_t m : ms)
+    for (int64_t n : ns) {
+      const int64_t k = 1 + rng.below(600), ldc = n + (rng.below(2) ? 3 : 0);
+      const int32_t act = int32_t(rng.below(8)), bias_kind = int32_t(rng.below(3));
+      const bool residual = rng.below(2);
+      std::vector<int64_t> offs(static_cast<size_t>(k));
+      const int64_t span = 4 * k + 50;  // rows overlap and come in any order, as conv taps do
+      for (int64_t q = 0; q < k; ++q) offs[size_t(q)] = rng.below(uint32_t(span));
+      std::vector<float> src(size_t(span + (n + g.nr) + 16));
+      for (float& v : src) v = rng.uniform(-1.0f, 1.0f);
+      std::vector<float> a(size_t(m * k)), bias(size_t(std::max(m, n))), res(size_t(m * n));
+      for (float& v : a) v = rng.uniform(-1.0f, 1.0f);
+      for (float& v : bias) v = rng.uniform(-1.0f, 1.0f);
+      for (float& v : res) v = rng.uniform(-1.0f, 1.0f);
+      std::vector<float> ap(size_t(ds::gemm_packed_a_size(g, m, k)) + 16);
+      ds::gemm_pack_a(g, m, k, a.data(), k, 1, ap.data());
+      std::vector<float> c(size_t(m * ldc), -7.0f);
+      GemmParams p;
+      p.m = m, p.n = n, p.k = k;
+      p.a = {ap.data(), 0, 0, true};
+      p.b.data = src.data();
+      p.c = c.data();
+      p.c_row_stride = ldc;
+      p.bias = bias_kind ? bias.data() : nullptr;
+      p.bias_kind = bias_kind;
+      p.residual = residual ? res.data() : nullptr;
+      p.residual_row_stride = n;
+      p.act = act, p.alpha = 0.1f, p.beta = 0.9f;
+      g.gemm_rows(p, offs.data());
+      int64_t bad = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          const float v = c[size_t(i * ldc + j)];
+          if (j >= n) {
+            bad += v != -7.0f;
+            continue;
+          }
+          double t = 0, mag = 0;
+          for (int64_t q = 0; q < k; ++q) {
+            const double x = double(a[size_t(i * k + q)]) * src[size_t(offs[size_t(q)] + j)];
+            t += x, mag += std::fabs(x);
+          }
+          if (bias_kind) {
+            const float b = bias[size_t(bias_kind == 1 ? i : j)];
+            t += b, mag += std::fabs(b);
+          }
+          if (residual) t += res[size_t(i * n + j)], mag += std::fabs(res[size_t(i * n + j)]);
+          const float w = ds::gemm_activate(act, float(t), p.alpha, p.beta);
+          const double allowed = tol::kGemm * mag + tol::kActivationUlps * FLT_EPSILON * std::fabs(w) + 1e-30;
+          bad += !(std::fabs(double(v) - w) <= allowed);
+        }
+      CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " gemm_rows m=" + std::to_string(m) + " n=" +
+                              std::to_string(n) + " k=" + std::to_string(k) + " act=" + std::to_string(act) + ": " +
+                              std::to_string(bad) + " elements off");
+      if (bad && ++failures > 5) return;
+    }
+}
+
 }  // namespace
+
+TEST(gemm_avx512_rows) { gemm_rows_at(Isa::kAvx512); }
 
 TEST(reference_gemm_on_known_values) {
   // A = [[1, 2], [3, 4], [5, 6]], B = [[1, 0, -1], [2, 1, 0]]: C = A.B = [[5, 2, -1], [11, 4, -3],
