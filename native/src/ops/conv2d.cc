@@ -1018,7 +1018,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         for (int64_t o = task * per_o, o1 = std::min(c.o, o + per_o); o < o1; ++o)
           for (int64_t oy = 0; oy < c.oh; ++oy) {
             float* dst = yb + o * n + oy * c.ow;
-            copy_run(dst, wide + o * nw + oy * ph.wq, c.ow);
+            std::memcpy(dst, wide + o * nw + oy * ph.wq, size_t(c.ow) * sizeof(float));
             if (rb) add_residual(dst, rb + o * n + oy * c.ow, c.ow, c.act);
           }
       });
