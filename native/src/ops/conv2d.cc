@@ -28,10 +28,6 @@
 #include <cstring>
 #include <memory>
 
-#if defined(__linux__)
-#include <stdlib.h>  // posix_memalign
-#include <sys/mman.h>
-#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -39,6 +35,7 @@
 #include "common/error.h"
 #include "core/dispatch.h"
 #include "ops/op.h"
+#include "ops/weight_buffer.h"
 
 namespace ds {
 namespace {
@@ -115,31 +112,9 @@ struct State {
   const WinogradKernels* wk = nullptr;
   int64_t m, k;               // per group: output channels, C/group * kh * kw
   int64_t group_floats;       // packed weight floats per group
-  std::vector<float> storage; // packed weights (GEMM paths), 64-byte aligned at `packed`
-  std::unique_ptr<void, void (*)(void*)> huge{nullptr, std::free};  // or there, in huge pages
+  WeightBuffer storage;       // the packed weights (ops/weight_buffer.h), at `packed`
   const float* packed = nullptr;
 };
-
-// `floats` floats for the packed weight, 64-byte aligned. From 2 MB on they start on a 2 MB
-// boundary and their whole 2 MB pages are advised to be huge pages (Linux transparent huge pages;
-// the tail stays in small pages, so no memory is added): in a whole network the weights stream
-// from memory on every run, and in 4 KB pages that stream misses the TLB every 1K floats
-// (ResNet-18 stage 3, 9.4 MB per layer, in-model 1.46 -> 1.30 ms).
-float* weight_storage(State& s, int64_t floats) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr size_t kHuge = size_t(2) << 20;
-  const size_t bytes = size_t(floats) * sizeof(float);
-  void* p = nullptr;
-  if (bytes >= kHuge && posix_memalign(&p, kHuge, bytes) == 0) {
-    madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // advice only: small pages if it fails
-    s.huge.reset(p);
-    return static_cast<float*>(p);
-  }
-#endif
-  s.storage.resize(size_t(floats + 16));
-  float* base = s.storage.data();
-  return base + (16 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 16) % 16;
-}
 
 // Packed im2col blocks: at most this many floats (2 MB: the GEMM streams them panel by panel, so
 // they need not fit in L2) and the GEMM's nc columns.
@@ -590,7 +565,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     const float* wd = static_cast<const float*>(in[1].data);
     for (int64_t oc = 0; oc < o; ++oc)
       for (int64_t ci = 0; ci < c; ++ci) ds_f32_winograd43_filter(wd + (oc * c + ci) * 9, u.data() + oc * c + ci, o * c);
-    float* base = weight_storage(*s, s->group_floats * kTiles);
+    float* base = s->storage.allocate(s->group_floats * kTiles);
     for (int xi = 0; xi < kTiles; ++xi)
       gemm_pack_a(*s->g, o, c, u.data() + xi * o * c, c, 1, base + xi * s->group_floats);
     s->packed = base;
@@ -598,7 +573,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   }
   const bool pixels = s->path == Path::kGemmPixels;
   s->group_floats = round16(pixels ? gemm_packed_b_size(*s->g, s->k, s->m) : gemm_packed_a_size(*s->g, s->m, s->k));
-  float* base = weight_storage(*s, s->group_floats * p.group);
+  float* base = s->storage.allocate(s->group_floats * p.group);
   const float* wd = static_cast<const float*>(in[1].data);
   for (int64_t gi = 0; gi < p.group; ++gi) {
     if (pixels) gemm_pack_b(*s->g, s->k, s->m, wd + gi * s->m * s->k, 1, s->k, base + gi * s->group_floats);

@@ -10,15 +10,12 @@
 #include <cstdlib>
 #include <memory>
 
-#if defined(__linux__)
-#include <stdlib.h>  // posix_memalign
-#include <sys/mman.h>
-#endif
 
 #include "common/error.h"
 #include "core/dispatch.h"
 #include "kernels/sparse.h"
 #include "ops/op.h"
+#include "ops/weight_buffer.h"
 
 namespace ds {
 namespace {
@@ -60,32 +57,10 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
 
 struct State {
   const GemmKernels* g;
-  std::vector<float> storage;  // W^T packed as B panels, 64-byte aligned at `packed`
-  std::unique_ptr<void, void (*)(void*)> huge{nullptr, std::free};  // or there, in huge pages
+  WeightBuffer storage;       // the packed weights (ops/weight_buffer.h), at `packed`
   const float* packed;
   std::unique_ptr<CsrWeights> csr;  // set when the CSR kernel measured faster at batch 1
 };
-
-// `floats` floats for the packed weight, 64-byte aligned. From 2 MB on they start on a 2 MB
-// boundary and their whole 2 MB pages are advised to be huge pages (Linux transparent huge pages;
-// the tail stays in small pages, so no memory is added): in a whole network the weight streams from
-// memory on every run, and in 4 KB pages that stream misses the TLB every 1K floats (MobileNet V2's
-// classifier: 5.1 MB).
-float* weight_storage(State& s, int64_t floats) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr size_t kHuge = size_t(2) << 20;
-  const size_t bytes = size_t(floats) * sizeof(float);
-  void* p = nullptr;
-  if (bytes >= kHuge && posix_memalign(&p, kHuge, bytes) == 0) {
-    madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // advice only: small pages if it fails
-    s.huge.reset(p);
-    return static_cast<float*>(p);
-  }
-#endif
-  s.storage.resize(size_t(floats + 16));
-  float* base = s.storage.data();
-  return base + (16 - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % 16) % 16;
-}
 
 // Weights at most this dense are candidates for the CSR kernel (bench_sparse: it wins below
 // about 15% on LeNet-300-100's shapes and loses 2x at 30%).
@@ -126,7 +101,7 @@ std::shared_ptr<const void> prepare(const OpParams&, const std::vector<ValueInfo
   const int64_t m = w[0], k = w[1];
   auto s = std::make_shared<State>();
   s->g = t.gemm;
-  float* base = weight_storage(*s, gemm_packed_b_size(*s->g, k, m));
+  float* base = s->storage.allocate(gemm_packed_b_size(*s->g, k, m));
   gemm_pack_b(*s->g, k, m, static_cast<const float*>(in[1].data), 1, k, base);
   s->packed = base;
   choose_sparse(*s, static_cast<const float*>(in[1].data), m, k, t);
