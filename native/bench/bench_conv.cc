@@ -4,6 +4,7 @@
 // at 1 and 2 threads. Inputs are random; the results are not checked here.
 //
 //   bench_conv [winograd]    (only the Winograd comparison)
+//   bench_conv dw [THREADS]    (MobileNet V2's depthwise 3x3 layers, hot and cold)
 //   bench_conv layer C H W O K STRIDE PAD [THREADS]   (one layer, the prepared op with bias + relu
 //                                                       on the path conv2d chooses; ms per call)
 // With BENCH_COLD=1 the layer mode flushes the caches (64 MB written) before each call and prints
@@ -79,16 +80,17 @@ void bench_dense(const char* label, int64_t n, int64_t k, int64_t m) {
 // The prepared conv2d op (k x k, bias, relu) as the session runs it; ms per call. winograd: -1
 // leaves DS_CONV_WINOGRAD as it is.
 double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int64_t stride, int64_t pad,
-                    int winograd, ds::ThreadPool* pool) {
+                    int winograd, ds::ThreadPool* pool, int64_t group = 1, bool cold = std::getenv("BENCH_COLD")) {
   if (winograd >= 0) setenv("DS_CONV_WINOGRAD", winograd ? "1" : "0", 1);
   const ds::KernelTable& k = ds::select_kernels();
   ds::OpParams p;
   p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = pad;
   p.strides[0] = p.strides[1] = stride;
   p.act.kind = ds::kActRelu;
+  p.group = group;
   const int64_t oh = (h + 2 * pad - kk) / stride + 1, ow = (wd + 2 * pad - kk) / stride + 1;
-  const ds::Shape xs = {1, c, h, wd}, ws = {o, c, kk, kk}, bs = {o}, os = {1, o, oh, ow};
-  const std::vector<float> x = random_vec(size_t(c * h * wd), 1), w = random_vec(size_t(o * c * kk * kk), 2),
+  const ds::Shape xs = {1, c, h, wd}, ws = {o, c / group, kk, kk}, bs = {o}, os = {1, o, oh, ow};
+  const std::vector<float> x = random_vec(size_t(c * h * wd), 1), w = random_vec(size_t(o * c / group * kk * kk), 2),
                            b = random_vec(size_t(o), 3);
   const std::vector<ds::ValueInfo> info = {{ds::kDtypeF32, &xs, nullptr}, {ds::kDtypeF32, &ws, w.data()},
                                            {ds::kDtypeF32, &bs, b.data()}};
@@ -101,7 +103,7 @@ double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int
   const std::vector<ds::OpInput> in = {{x.data(), &xs}, {w.data(), &ws}, {b.data(), &bs}};
   std::vector<float> y(size_t(o * oh * ow));
   const ds::RunContext ctx{state.get(), pool, ws_aligned};
-  if (std::getenv("BENCH_COLD")) {
+  if (cold) {
     // Caches flushed before every call (64 MB written), as for the weights of a large network;
     // the median of 50 calls.
     std::vector<float> flush(size_t(16) << 20);
@@ -145,6 +147,27 @@ void bench_winograd() {
   }
 }
 
+// The depthwise 3x3 layers of MobileNet V2 (bias + relu as the op runs them): hot (the same input
+// call after call, best of 3 rounds) and cold (caches flushed before each call, median of 50).
+void bench_depthwise(int threads) {
+  struct Layer {
+    int64_t c, hw, stride;
+  };
+  const Layer layers[] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2}, {192, 28, 1},
+                          {192, 28, 2}, {384, 14, 1}, {576, 14, 1}, {576, 14, 2}, {960, 7, 1}};
+  std::unique_ptr<ds::ThreadPool> pool;
+  if (threads > 1) pool = std::make_unique<ds::ThreadPool>(threads);
+  std::printf("depthwise 3x3 p1 (%s), %d thread(s), ms per call\n", ds::select_kernels().isa, threads);
+  std::printf("%-24s %9s %9s\n", "layer", "hot", "cold");
+  for (const Layer& l : layers) {
+    const double hot = time_conv_op(l.c, l.hw, l.hw, l.c, 3, l.stride, 1, -1, pool.get(), l.c, false);
+    const double cold = time_conv_op(l.c, l.hw, l.hw, l.c, 3, l.stride, 1, -1, pool.get(), l.c, true);
+    char name[64];
+    std::snprintf(name, sizeof name, "%ldx%ldx%ld s%ld", long(l.c), long(l.hw), long(l.hw), long(l.stride));
+    std::printf("%-24s %9.4f %9.4f\n", name, hot, cold);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,6 +183,10 @@ int main(int argc, char** argv) {
     std::printf("%ld x %ld x %ld -> %ld, %ldx%ld s%ld p%ld, %d thread(s): %.4f ms  %.1f GFLOP/s\n", long(a[0]),
                 long(a[1]), long(a[2]), long(a[3]), long(a[4]), long(a[4]), long(a[5]), long(a[6]), threads, ms,
                 flops / ms * 1e-6);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "dw") == 0) {
+    bench_depthwise(argc > 2 ? std::atoi(argv[2]) : 1);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "winograd") == 0) {

@@ -1,7 +1,8 @@
 // Depthwise 3x3 of every ISA level that has its own kernel against the scalar reference: planes
 // from 1x1 up, widths around the 16-lane vector (15, 16, 17, 33) and past a stride-2 strip of 128
-// outputs (261), stride 1 and 2, pads 0 and 1,
-// every activation code.
+// outputs (261), stride 1 and 2, pads 0 and 1, every activation code, 1-3 planes per call with and
+// without bias; then small planes (the AVX-512 flat path: up to 8 vectors of output) with every
+// padding 0..2 on each side.
 #include <cfloat>
 #include <cmath>
 #include <string>
@@ -14,11 +15,43 @@
 
 namespace {
 
+// One call of `fn` on `planes` random planes against the reference; false when an output is off or
+// the element past the last plane was written.
+bool matches(ds::DwConv3x3Fn fn, const ds::DwConv3x3Params& p, int64_t planes, bool with_bias, tiny::Rng& rng) {
+  const size_t in = size_t(p.h * p.w), out = size_t(p.oh * p.ow);
+  std::vector<float> x(in * planes), wt(9 * planes), bias(planes), want(out * planes), got(out * planes + 1, -7.0f);
+  for (float& v : x) v = rng.uniform(-1, 1);
+  for (float& v : wt) v = rng.uniform(-1, 1);
+  for (float& v : bias) v = rng.uniform(-1, 1);
+  const float* b = with_bias ? bias.data() : nullptr;
+  ds::ds_f32_dwconv3x3__scalar(p, planes, x.data(), wt.data(), b, want.data());
+  fn(p, planes, x.data(), wt.data(), b, got.data());
+  for (size_t i = 0; i < want.size(); ++i) {
+    // |x|, |w| <= 1: the sum's magnitude is at most 9 + |bias|.
+    const double allowed = tol::kDwconv * 10 + tol::kActivationUlps * FLT_EPSILON * std::fabs(want[i]);
+    if (!(std::fabs(double(got[i]) - want[i]) <= allowed)) return false;
+  }
+  return got.back() == -7.0f;
+}
+
+void random_act(ds::DwConv3x3Params& p, tiny::Rng& rng) {
+  p.act = int32_t(rng.below(8));
+  p.alpha = p.act == 2 ? -0.5f : p.act == 5 ? 0.2f : 0.1f;
+  p.beta = 0.5f;
+}
+
+std::string describe(ds::Isa isa, const ds::DwConv3x3Params& p, int64_t planes) {
+  return std::string(ds::isa_name(isa)) + " h=" + std::to_string(p.h) + " w=" + std::to_string(p.w) +
+         " oh=" + std::to_string(p.oh) + " ow=" + std::to_string(p.ow) + " stride=" + std::to_string(p.stride) +
+         " pad=" + std::to_string(p.pad_top) + "," + std::to_string(p.pad_left) + " act=" + std::to_string(p.act) +
+         " planes=" + std::to_string(planes);
+}
+
 void check_level(ds::Isa isa) {
   if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
   const ds::DwConv3x3Fn fn = ds::kernels_for(isa).dwconv3x3;
   tiny::Rng rng(21);
-  const int64_t sizes[] = {1, 2, 3, 5, 15, 16, 17, 31, 33, 40, 67, 261};
+  const int64_t sizes[] = {1, 2, 3, 5, 7, 15, 16, 17, 31, 33, 40, 67, 261};
   int cases = 0;
   for (int64_t h : sizes)
     for (int64_t w : sizes)
@@ -29,28 +62,29 @@ void check_level(ds::Isa isa) {
           p.oh = (h + 2 * pad - 3) / stride + 1;
           p.ow = (w + 2 * pad - 3) / stride + 1;
           if (h + 2 * pad < 3 || w + 2 * pad < 3) continue;
-          p.act = int32_t(rng.below(8));
-          p.alpha = p.act == 2 ? -0.5f : p.act == 5 ? 0.2f : 0.1f;
-          p.beta = p.act == 2 ? 0.5f : 0.5f;
-          std::vector<float> x(size_t(h * w)), wt(9), want(size_t(p.oh * p.ow)), got(want.size() + 1, -7.0f);
-          for (float& v : x) v = rng.uniform(-1, 1);
-          for (float& v : wt) v = rng.uniform(-1, 1);
-          const float bias = rng.uniform(-1, 1);
-          ds::ds_f32_dwconv3x3__scalar(p, x.data(), wt.data(), bias, want.data());
-          fn(p, x.data(), wt.data(), bias, got.data());
-          int bad = 0;
-          for (size_t i = 0; i < want.size(); ++i) {
-            // |x|, |w| <= 1: the sum's magnitude is at most 9 + |bias|.
-            const double allowed = tol::kDwconv * 10 + tol::kActivationUlps * FLT_EPSILON * std::fabs(want[i]);
-            if (!(std::fabs(double(got[i]) - want[i]) <= allowed)) ++bad;
-          }
-          CHECK_MSG(bad == 0 && got.back() == -7.0f,
-                    std::string(ds::isa_name(isa)) + " h=" + std::to_string(h) + " w=" + std::to_string(w) +
-                        " stride=" + std::to_string(stride) + " pad=" + std::to_string(pad) + " act=" +
-                        std::to_string(p.act) + ": " + std::to_string(bad) + " off");
+          random_act(p, rng);
+          const int64_t planes = 1 + int64_t(rng.below(3));
+          CHECK_MSG(matches(fn, p, planes, rng.below(4) != 0, rng), describe(isa, p, planes));
           ++cases;
         }
   CHECK(cases > 300);
+  // Small planes (the flat stride-1 path) and every padding 0..2 on each side, stride 1 and 2.
+  const int64_t small[] = {1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 14, 16};
+  for (int64_t h : small)
+    for (int64_t w : small)
+      for (int64_t stride = 1; stride <= 2; ++stride)
+        for (int64_t pt = 0; pt <= 2; ++pt)
+          for (int64_t pb = 0; pb <= 2; ++pb) {
+            const int64_t pl = int64_t(rng.below(3)), pr = int64_t(rng.below(3));
+            if (h + pt + pb < 3 || w + pl + pr < 3) continue;
+            ds::DwConv3x3Params p;
+            p.h = h, p.w = w, p.stride = stride, p.pad_top = pt, p.pad_left = pl;
+            p.oh = (h + pt + pb - 3) / stride + 1;
+            p.ow = (w + pl + pr - 3) / stride + 1;
+            random_act(p, rng);
+            const int64_t planes = 1 + int64_t(rng.below(4));
+            CHECK_MSG(matches(fn, p, planes, rng.below(4) != 0, rng), describe(isa, p, planes));
+          }
 }
 
 }  // namespace
@@ -63,7 +97,8 @@ TEST(dwconv3x3_reference_on_known_values) {
   ds::DwConv3x3Params p;
   p.h = p.w = 3, p.oh = p.ow = 2, p.stride = 2, p.pad_top = p.pad_left = 1, p.act = 1;
   float y[4];
-  ds::ds_f32_dwconv3x3__scalar(p, x, w, 1.0f, y);
+  const float one = 1.0f;
+  ds::ds_f32_dwconv3x3__scalar(p, 1, x, w, &one, y);
   CHECK_NEAR(y[0], 13, 0);
   CHECK_NEAR(y[1], 17, 0);
   CHECK_NEAR(y[2], 25, 0);

@@ -836,11 +836,13 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     const int64_t per_task = threads > 1 ? std::max<int64_t>(1, planes / (8 * threads)) : planes;
     const int64_t outputs = planes * out_plane;  // ~0.6 ns each
     parallel(ctx.pool, ceil_div(planes, per_task), work_or_inline(outputs, kMinParallelFloats / 4), [&](int64_t task, int) {
-      const int64_t p0 = task * per_task, p1 = std::min(planes, p0 + per_task);
-      for (int64_t pl = p0; pl < p1; ++pl) {
+      const int64_t p1 = std::min(planes, (task + 1) * per_task);
+      // One kernel call per run of planes inside one image (the weights restart at each image).
+      for (int64_t pl = task * per_task, run; pl < p1; pl += run) {
         const int64_t ch = pl % c.c;
-        k.dwconv3x3(d, x + pl * in_plane, w + ch * 9, bias ? bias[ch] : 0.0f, out + pl * out_plane);
-        if (res) add_residual(out + pl * out_plane, res + pl * out_plane, out_plane, c.act);
+        run = std::min(p1 - pl, c.c - ch);
+        k.dwconv3x3(d, run, x + pl * in_plane, w + ch * 9, bias ? bias + ch : nullptr, out + pl * out_plane);
+        if (res) add_residual(out + pl * out_plane, res + pl * out_plane, run * out_plane, c.act);
       }
     });
     return;

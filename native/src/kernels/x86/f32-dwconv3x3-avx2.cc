@@ -131,9 +131,7 @@ void block(const Block& b) {
   }
 }
 
-}  // namespace
-
-void ds_f32_dwconv3x3__avx2(const DwConv3x3Params& p, const float* x, const float* w, float bias, float* y) {
+void plane(const DwConv3x3Params& p, const float* x, const float* w, float bias, float* y) {
   Block b;
   b.p = &p, b.x = x, b.y = y;
   b.bias = _mm256_set1_ps(bias);
@@ -156,6 +154,14 @@ void ds_f32_dwconv3x3__avx2(const DwConv3x3Params& p, const float* x, const floa
       block<2>(b);
     }
   }
+}
+
+}  // namespace
+
+void ds_f32_dwconv3x3__avx2(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w,
+                            const float* bias, float* y) {
+  for (int64_t c = 0; c < planes; ++c)
+    plane(p, x + c * p.h * p.w, w + 9 * c, bias ? bias[c] : 0.0f, y + c * p.oh * p.ow);
 }
 
 }  // namespace ds

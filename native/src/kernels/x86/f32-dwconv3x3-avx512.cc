@@ -46,82 +46,138 @@ DS_ALWAYS_INLINE __m512 activate(__m512 v, int32_t act, __m512 alpha, __m512 bet
   }
 }
 
-// One column block (16 lanes from input column `base`) of what does not change from row to row.
-struct Block {
+// Activation code A applied in registers (codes 4 and 7 by a scalar pass after the band).
+template <int A>
+DS_ALWAYS_INLINE __m512 activate_t(__m512 v, __m512 alpha, __m512 beta) {
+  return A == 4 || A == 7 ? v : activate(v, A, alpha, beta);
+}
+
+// What a call shares across its planes: weights and bias change per plane, the rest per call.
+struct Plane {
   const DwConv3x3Params* p;
   const float* x;
   float* y;
-  int64_t ox0, n, base;
-  __mmask16 m[3], out_mask;
   __m512 wv[9], bias, alpha, beta;
 };
 
-// Input row I of the group (from the first row of output oy0's window): load its taps once and
-// add them to every output they feed. Rows go in increasing order, so each accumulator adds its
-// taps in the order ky = 0, 1, 2. The recursion is resolved at compile time: the accumulators
-// stay in registers at any optimisation level.
-template <int S, int I, int R>
-DS_ALWAYS_INLINE void input_rows(const Block& b, int64_t iy0, __m512 (&acc)[R], const __m512 (&wv)[9]) {
-  constexpr int kRows = (R - 1) * S + 3;
-  if constexpr (I < kRows) {
-    const DwConv3x3Params& p = *b.p;
-    const int64_t iy = iy0 + I;
-    if (iy >= 0 && iy < p.h) {
-      const float* row = b.x + iy * p.w + b.base;
-      const __m512 t0 = _mm512_maskz_loadu_ps(b.m[0], row);
-      const __m512 t1 = _mm512_maskz_loadu_ps(b.m[1], row + 1);
-      const __m512 t2 = _mm512_maskz_loadu_ps(b.m[2], row + 2);
-      // Output r uses this row as its tap row ky = I - r * S when that is 0..2.
-      unroll<R>([&](auto rc) {
-        constexpr int ky = I - decltype(rc)::value * S;
-        if constexpr (ky >= 0 && ky <= 2) {
-          __m512& a = acc[decltype(rc)::value];
-          a = _mm512_fmadd_ps(t0, wv[ky * 3], a);
-          a = _mm512_fmadd_ps(t1, wv[ky * 3 + 1], a);
-          a = _mm512_fmadd_ps(t2, wv[ky * 3 + 2], a);
-        }
-      });
-    }
-    input_rows<S, I + 1, R>(b, iy0, acc, wv);
+// Stride 1, output rows oy0 .. oy0 + R - 1 of a plane, column blocks of 16 outputs left to right.
+// Per block each of the R + 2 input rows is loaded once (3 masked loads, kx = 0, 1, 2) and added
+// to the up to 3 outputs it feeds; the R accumulators each sum their taps in the reference's order.
+// The first R new input rows of the next band (past the plane's end: the next plane's first rows)
+// are prefetched at the same columns, so a large plane streams in ahead of use.
+template <int R, int A>
+void band_s1(const Plane& pl, int64_t oy0, const __mmask16* m) {
+  const DwConv3x3Params& p = *pl.p;
+  const int64_t iy0 = oy0 - p.pad_top;
+  __m512 wv[9];
+  unroll<9>([&](auto t) { wv[t] = pl.wv[t]; });
+  for (int64_t ox0 = 0, q = 0; ox0 < p.ow; ox0 += 16, ++q) {
+    const __mmask16 m0 = m[3 * q], m1 = m[3 * q + 1], m2 = m[3 * q + 2];
+    const float* src = pl.x + ox0 - p.pad_left;
+    __m512 acc[R];
+    unroll<R>([&](auto r) { acc[r] = _mm512_setzero_ps(); });
+    unroll<R + 2>([&](auto ic) {
+      constexpr int I = decltype(ic)::value;
+      const int64_t iy = iy0 + I;
+      const float* row = src + iy * p.w;
+      if constexpr (I < R) {
+        const char* next = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) +
+                                                         uintptr_t((R + 2) * p.w) * sizeof(float));
+        _mm_prefetch(next, _MM_HINT_T0);
+      }
+      if (iy >= 0 && iy < p.h) {
+        const __m512 t0 = _mm512_maskz_loadu_ps(m0, row);
+        const __m512 t1 = _mm512_maskz_loadu_ps(m1, row + 1);
+        const __m512 t2 = _mm512_maskz_loadu_ps(m2, row + 2);
+        // Output r uses this row as its tap row ky = I - r when that is 0..2.
+        unroll<R>([&](auto rc) {
+          constexpr int ky = I - decltype(rc)::value;
+          if constexpr (ky >= 0 && ky <= 2) {
+            __m512& a = acc[decltype(rc)::value];
+            a = _mm512_fmadd_ps(t0, wv[ky * 3], a);
+            a = _mm512_fmadd_ps(t1, wv[ky * 3 + 1], a);
+            a = _mm512_fmadd_ps(t2, wv[ky * 3 + 2], a);
+          }
+        });
+      }
+    });
+    const int64_t n = p.ow - ox0;
+    const __mmask16 out_mask = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+    unroll<R>([&](auto r) {
+      _mm512_mask_storeu_ps(pl.y + (oy0 + r) * p.ow + ox0, out_mask,
+                            activate_t<A>(_mm512_add_ps(acc[r], pl.bias), pl.alpha, pl.beta));
+    });
   }
 }
 
-// Output rows oy0 .. oy0 + R - 1 of the block.
-template <int R, int S>
-void block_rows(const Block& b, int64_t oy0) {
-  const DwConv3x3Params& p = *b.p;
-  __m512 wv[9];
-  unroll<9>([&](auto t) { wv[t] = b.wv[t]; });
-  __m512 acc[R];
-  unroll<R>([&](auto r) { acc[r] = _mm512_setzero_ps(); });
-  input_rows<S, 0, R>(b, oy0 * S - p.pad_top, acc, wv);
-  unroll<R>([&](auto r) {
-    float* yr = b.y + (oy0 + r) * p.ow + b.ox0;
-    _mm512_mask_storeu_ps(yr, b.out_mask, activate(_mm512_add_ps(acc[r], b.bias), p.act, b.alpha, b.beta));
-  });
-  if (p.act == 4 || p.act == 7)
-    for (int r = 0; r < R; ++r)
-      for (int64_t j = 0; j < b.n; ++j) {
-        float* yr = b.y + (oy0 + r) * p.ow + b.ox0;
-        yr[j] = gemm_activate(p.act, yr[j], p.alpha, p.beta);
-      }
+// Bands of 4 output rows (4 accumulators + 9 weights + 3 taps: more rows per band measured no
+// faster), the remainder in one band.
+template <int A>
+void plane_s1(const Plane& pl, const __mmask16* m) {
+  const int64_t oh = pl.p->oh;
+  int64_t oy = 0;
+  for (; oy + 4 <= oh; oy += 4) band_s1<4, A>(pl, oy, m);
+  switch (oh - oy) {
+    case 3: band_s1<3, A>(pl, oy, m); break;
+    case 2: band_s1<2, A>(pl, oy, m); break;
+    case 1: band_s1<1, A>(pl, oy, m); break;
+    default: break;
+  }
 }
 
-// All rows of the block: groups of 8, then the remainder in one group.
-template <int S>
-void block(const Block& b) {
-  const int64_t oh = b.p->oh;
-  int64_t oy = 0;
-  for (; oy + 8 <= oh; oy += 8) block_rows<8, S>(b, oy);
-  switch (oh - oy) {
-    case 7: block_rows<7, S>(b, oy); break;
-    case 6: block_rows<6, S>(b, oy); break;
-    case 5: block_rows<5, S>(b, oy); break;
-    case 4: block_rows<4, S>(b, oy); break;
-    case 3: block_rows<3, S>(b, oy); break;
-    case 2: block_rows<2, S>(b, oy); break;
-    case 1: block_rows<1, S>(b, oy); break;
-    default: break;
+// Small planes at stride 1 (at most kFlatVectors vectors of output, rows narrower than 16): the
+// plane is computed as a flat run of pixels, output pixel i = 16 q + lane, its tap (ky, kx) one
+// load at i + (ky - pad_top) * w + kx - pad_left (same size in and out). The masks keep the taps
+// inside the plane and inside the pixel's row; they depend only on the shape, so a call computes
+// them once for all its planes. A 7x7 plane is 4 vectors (49 of 64 lanes) instead of 7 rows of 7
+// of 16 lanes.
+constexpr int kFlatVectors = 8;
+
+struct FlatMasks {
+  int nq;
+  __mmask16 tap[kFlatVectors][9], out[kFlatVectors];
+};
+
+bool flat_fits(const DwConv3x3Params& p) {
+  return p.stride == 1 && p.ow < 16 && p.oh == p.h && p.ow == p.w && p.oh * p.ow <= 16 * kFlatVectors;
+}
+
+void flat_masks(const DwConv3x3Params& p, FlatMasks& f) {
+  const int64_t n = p.oh * p.ow;
+  f.nq = int((n + 15) / 16);
+  for (int q = 0; q < f.nq; ++q) {
+    // Per kx, the lanes whose tap column ox - pad_left + kx is inside the row.
+    uint32_t in = 0, cols[3] = {0, 0, 0};
+    for (int l = 0; l < 16; ++l) {
+      const int64_t i = 16 * q + l, ox = i % p.ow;
+      if (i >= n) continue;
+      in |= 1u << l;
+      for (int kx = 0; kx < 3; ++kx)
+        if (ox - p.pad_left + kx >= 0 && ox - p.pad_left + kx < p.w) cols[kx] |= 1u << l;
+    }
+    f.out[q] = __mmask16(in);
+    for (int ky = 0; ky < 3; ++ky) {
+      // Pixels whose tap row oy - pad_top + ky is inside the plane: i in [lo, hi).
+      const int64_t lo = (p.pad_top - ky) * p.ow, hi = (p.h + p.pad_top - ky) * p.ow;
+      uint32_t rows = 0;
+      for (int l = 0; l < 16; ++l)
+        if (16 * q + l >= lo && 16 * q + l < hi) rows |= 1u << l;
+      for (int kx = 0; kx < 3; ++kx) f.tap[q][ky * 3 + kx] = __mmask16(rows & cols[kx] & in);
+    }
+  }
+}
+
+template <int A>
+void plane_flat(const Plane& pl, const FlatMasks& f) {
+  const DwConv3x3Params& p = *pl.p;
+  for (int q = 0; q < f.nq; ++q) {
+    const float* src = pl.x + 16 * q - p.pad_top * p.w - p.pad_left;
+    __m512 a = _mm512_setzero_ps();
+    unroll<9>([&](auto tc) {
+      constexpr int t = decltype(tc)::value;
+      a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(f.tap[q][t], src + (t / 3) * p.w + t % 3), pl.wv[t], a);
+    });
+    _mm512_mask_storeu_ps(pl.y + 16 * q, f.out[q], activate_t<A>(_mm512_add_ps(a, pl.bias), pl.alpha, pl.beta));
   }
 }
 
@@ -235,30 +291,56 @@ void stride2(const DwConv3x3Params& p, const float* x, const float* w, float bia
   }
 }
 
+// Stride-1 planes through the kernels above, activation code A in registers (4 and 7 in a scalar pass).
+template <int A>
+void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w, const float* bias,
+                float* y) {
+  Plane pl;
+  pl.p = &p;
+  pl.alpha = _mm512_set1_ps(p.alpha), pl.beta = _mm512_set1_ps(p.beta);
+  const bool flat = flat_fits(p);
+  FlatMasks f;
+  __mmask16 m[3 * 64];  // stride 1: per 16-column block, the load masks at kx = 0, 1, 2
+  if (flat)
+    flat_masks(p, f);
+  else
+    for (int64_t ox0 = 0, q = 0; ox0 < p.ow; ox0 += 16, ++q)
+      for (int kx = 0; kx < 3; ++kx) m[3 * q + kx] = row_mask(ox0 - p.pad_left + kx, p.w);
+  for (int64_t c = 0; c < planes; ++c) {
+    pl.x = x + c * p.h * p.w, pl.y = y + c * p.oh * p.ow;
+    for (int t = 0; t < 9; ++t) pl.wv[t] = _mm512_set1_ps(w[9 * c + t]);
+    pl.bias = _mm512_set1_ps(bias ? bias[c] : 0.0f);
+    if (flat)
+      plane_flat<A>(pl, f);
+    else
+      plane_s1<A>(pl, m);
+    if (A == 4 || A == 7)
+      for (int64_t i = 0; i < p.oh * p.ow; ++i) pl.y[i] = gemm_activate(p.act, pl.y[i], p.alpha, p.beta);
+  }
+}
+
 }  // namespace
 
-void ds_f32_dwconv3x3__avx512(const DwConv3x3Params& p, const float* x, const float* w, float bias, float* y) {
+void ds_f32_dwconv3x3__avx512(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w,
+                              const float* bias, float* y) {
   if (p.stride == 2 && p.ow > 8) {
-    stride2(p, x, w, bias, y);
+    for (int64_t c = 0; c < planes; ++c)
+      stride2(p, x + c * p.h * p.w, w + 9 * c, bias ? bias[c] : 0.0f, y + c * p.oh * p.ow);
     return;
   }
-  if (p.stride != 1 || p.ow <= 8) {
-    ds_f32_dwconv3x3__avx2(p, x, w, bias, y);
+  if (p.stride != 1 || (p.ow <= 8 && !flat_fits(p)) || p.ow > 16 * 64) {
+    ds_f32_dwconv3x3__avx2(p, planes, x, w, bias, y);
     return;
   }
-  Block b;
-  b.p = &p, b.x = x, b.y = y;
-  b.bias = _mm512_set1_ps(bias);
-  b.alpha = _mm512_set1_ps(p.alpha), b.beta = _mm512_set1_ps(p.beta);
-  for (int t = 0; t < 9; ++t) b.wv[t] = _mm512_set1_ps(w[t]);
-  for (int64_t ox0 = 0; ox0 < p.ow; ox0 += 16) {
-    b.ox0 = ox0;
-    b.n = p.ow - ox0 < 16 ? p.ow - ox0 : 16;
-    b.out_mask = __mmask16((1u << b.n) - 1);
-    b.base = ox0 - p.pad_left;  // input column of lane 0, tap kx = 0
-    // The load masks at base + kx, the same for every row.
-    for (int kx = 0; kx < 3; ++kx) b.m[kx] = row_mask(b.base + kx, p.w);
-    block<1>(b);
+  switch (p.act) {
+    case 1: run_planes<1>(p, planes, x, w, bias, y); break;
+    case 2: run_planes<2>(p, planes, x, w, bias, y); break;
+    case 3: run_planes<3>(p, planes, x, w, bias, y); break;
+    case 4: run_planes<4>(p, planes, x, w, bias, y); break;
+    case 5: run_planes<5>(p, planes, x, w, bias, y); break;
+    case 6: run_planes<6>(p, planes, x, w, bias, y); break;
+    case 7: run_planes<7>(p, planes, x, w, bias, y); break;
+    default: run_planes<0>(p, planes, x, w, bias, y); break;
   }
 }
 
