@@ -145,24 +145,26 @@ bool flat_fits(const DwConv3x3Params& p) {
 void flat_masks(const DwConv3x3Params& p, FlatMasks& f) {
   const int64_t n = p.oh * p.ow;
   f.nq = int((n + 15) / 16);
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i w = _mm512_set1_epi32(int(p.w)), nn = _mm512_set1_epi32(int(n));
+  const __m512 inv_w = _mm512_set1_ps(1.0f / float(p.ow));
   for (int q = 0; q < f.nq; ++q) {
-    // Per kx, the lanes whose tap column ox - pad_left + kx is inside the row.
-    uint32_t in = 0, cols[3] = {0, 0, 0};
-    for (int l = 0; l < 16; ++l) {
-      const int64_t i = 16 * q + l, ox = i % p.ow;
-      if (i >= n) continue;
-      in |= 1u << l;
-      for (int kx = 0; kx < 3; ++kx)
-        if (ox - p.pad_left + kx >= 0 && ox - p.pad_left + kx < p.w) cols[kx] |= 1u << l;
-    }
-    f.out[q] = __mmask16(in);
+    const __m512i i = _mm512_add_epi32(iota, _mm512_set1_epi32(16 * q));
+    // oy = floor((i + 0.5) / ow): exact, i + 0.5 is at least 0.5 / ow away from a multiple of ow.
+    const __m512i oy = _mm512_cvttps_epi32(
+        _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(i), _mm512_set1_ps(0.5f)), inv_w));
+    const __m512i ox = _mm512_sub_epi32(i, _mm512_mullo_epi32(oy, _mm512_set1_epi32(int(p.ow))));
+    const __mmask16 in = _mm512_cmplt_epi32_mask(i, nn);
+    f.out[q] = in;
     for (int ky = 0; ky < 3; ++ky) {
-      // Pixels whose tap row oy - pad_top + ky is inside the plane: i in [lo, hi).
-      const int64_t lo = (p.pad_top - ky) * p.ow, hi = (p.h + p.pad_top - ky) * p.ow;
-      uint32_t rows = 0;
-      for (int l = 0; l < 16; ++l)
-        if (16 * q + l >= lo && 16 * q + l < hi) rows |= 1u << l;
-      for (int kx = 0; kx < 3; ++kx) f.tap[q][ky * 3 + kx] = __mmask16(rows & cols[kx] & in);
+      const __m512i iy = _mm512_add_epi32(oy, _mm512_set1_epi32(ky - int(p.pad_top)));
+      const __mmask16 rows = _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(iy, _mm512_setzero_si512()), iy,
+                                                          _mm512_set1_epi32(int(p.h)));
+      for (int kx = 0; kx < 3; ++kx) {
+        const __m512i ix = _mm512_add_epi32(ox, _mm512_set1_epi32(kx - int(p.pad_left)));
+        const __mmask16 cols = _mm512_mask_cmplt_epi32_mask(_mm512_cmpge_epi32_mask(ix, _mm512_setzero_si512()), ix, w);
+        f.tap[q][ky * 3 + kx] = __mmask16(in & rows & cols);
+      }
     }
   }
 }
