@@ -293,6 +293,40 @@ void stride2(const DwConv3x3Params& p, const float* x, const float* w, float bia
   }
 }
 
+// The flat path for 7x7 planes with padding 1 (MobileNet V2's last stage): the plane is loaded once
+// as 4 vectors (49 floats, zero past its end) and each tap vector is cut from two neighbours by
+// valignd with the tap's offset as the immediate, instead of 9 loads per output vector (960 7x7
+// planes, in L1: 26 -> 20 ns per plane).
+template <int A>
+void plane_flat7(const Plane& pl, const FlatMasks& f) {
+  constexpr int kW = 7;
+  const __m512i zero = _mm512_setzero_si512();
+  // v[k] = pixels 16 (k - 1) .. 16 (k - 1) + 15 of the plane.
+  const __m512i v[6] = {zero,
+                        _mm512_castps_si512(_mm512_loadu_ps(pl.x)),
+                        _mm512_castps_si512(_mm512_loadu_ps(pl.x + 16)),
+                        _mm512_castps_si512(_mm512_loadu_ps(pl.x + 32)),
+                        _mm512_castps_si512(_mm512_maskz_loadu_ps(1, pl.x + 48)),
+                        zero};
+  unroll<4>([&](auto qc) {
+    constexpr int q = decltype(qc)::value;
+    __m512 a = _mm512_setzero_ps();
+    unroll<9>([&](auto tc) {
+      constexpr int t = decltype(tc)::value;
+      constexpr int d = (t / 3 - 1) * kW + t % 3 - 1;  // tap offset in the flat plane
+      __m512 tap;
+      if constexpr (d == 0)
+        tap = _mm512_maskz_mov_ps(f.tap[q][t], _mm512_castsi512_ps(v[q + 1]));
+      else if constexpr (d > 0)
+        tap = _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(f.tap[q][t], v[q + 2], v[q + 1], d));
+      else
+        tap = _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(f.tap[q][t], v[q + 1], v[q], 16 + d));
+      a = _mm512_fmadd_ps(tap, pl.wv[t], a);
+    });
+    _mm512_mask_storeu_ps(pl.y + 16 * q, f.out[q], activate_t<A>(_mm512_add_ps(a, pl.bias), pl.alpha, pl.beta));
+  });
+}
+
 // Stride-1 planes through the kernels above, activation code A in registers (4 and 7 in a scalar pass).
 template <int A>
 void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w, const float* bias,
@@ -301,6 +335,7 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
   pl.p = &p;
   pl.alpha = _mm512_set1_ps(p.alpha), pl.beta = _mm512_set1_ps(p.beta);
   const bool flat = flat_fits(p);
+  const bool flat7 = flat && p.h == 7 && p.w == 7 && p.pad_top == 1 && p.pad_left == 1;
   FlatMasks f;
   __mmask16 m[3 * 64];  // stride 1: per 16-column block, the load masks at kx = 0, 1, 2
   if (flat)
@@ -312,7 +347,9 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
     pl.x = x + c * p.h * p.w, pl.y = y + c * p.oh * p.ow;
     for (int t = 0; t < 9; ++t) pl.wv[t] = _mm512_set1_ps(w[9 * c + t]);
     pl.bias = _mm512_set1_ps(bias ? bias[c] : 0.0f);
-    if (flat)
+    if (flat7)
+      plane_flat7<A>(pl, f);
+    else if (flat)
       plane_flat<A>(pl, f);
     else
       plane_s1<A>(pl, m);
