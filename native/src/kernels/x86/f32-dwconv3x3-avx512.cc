@@ -327,14 +327,60 @@ void plane_flat7(const Plane& pl, const FlatMasks& f) {
   });
 }
 
-// Stride-1 planes through the kernels above, activation code A in registers (4 and 7 in a scalar pass).
+// Stride 2 with at most 7 output columns (14x14 -> 7x7): two output rows per vector. For tap row
+// ky, one masked load of input row r = 2 oy - pad_top + ky and one of row r + 2 (16 columns from
+// column -pad_left each), and per kx one vpermt2ps takes columns 2j + kx of the first into lanes
+// j < ow and of the second into lanes ow .. 2 ow - 1, so the vector's lanes are the two output
+// rows back to back as they lie in NCHW: one masked store. 14 of 16 lanes at ow = 7, against 7 of
+// 8 in the AVX2 kernel (576 planes 14x14 -> 7x7, thread CPU time: 22 -> 19 us).
+struct Narrow2 {
+  __m512i idx[3];
+  __mmask16 cols;
+};
+
+void narrow2_setup(const DwConv3x3Params& p, Narrow2& n) {
+  alignas(64) int32_t idx[3][16];
+  for (int kx = 0; kx < 3; ++kx)
+    for (int j = 0; j < 16; ++j)
+      idx[kx][j] = j < p.ow ? 2 * j + kx : j < 2 * p.ow ? 16 + 2 * (j - int(p.ow)) + kx : 0;
+  for (int kx = 0; kx < 3; ++kx) n.idx[kx] = _mm512_load_si512(idx[kx]);
+  n.cols = row_mask(-p.pad_left, p.w);
+}
+
+template <int A>
+void plane_s2_narrow(const Plane& pl, const Narrow2& n) {
+  const DwConv3x3Params& p = *pl.p;
+  const __mmask16 one_row = __mmask16((1u << p.ow) - 1), two_rows = __mmask16((1u << (2 * p.ow)) - 1);
+  const float* base = pl.x - p.pad_left;
+  for (int64_t oy = 0; oy < p.oh; oy += 2) {
+    const bool second = oy + 1 < p.oh;
+    __m512 acc = _mm512_setzero_ps();
+    unroll<3>([&](auto kyc) {
+      constexpr int ky = decltype(kyc)::value;
+      const int64_t r = 2 * oy - p.pad_top + ky, r2 = r + 2;
+      const bool in_a = r >= 0 && r < p.h, in_b = second && r2 >= 0 && r2 < p.h;
+      const __m512 a = _mm512_maskz_loadu_ps(in_a ? n.cols : 0, in_a ? base + r * p.w : pl.x);
+      const __m512 b = _mm512_maskz_loadu_ps(in_b ? n.cols : 0, in_b ? base + r2 * p.w : pl.x);
+      unroll<3>([&](auto kxc) {
+        constexpr int kx = decltype(kxc)::value;
+        acc = _mm512_fmadd_ps(_mm512_permutex2var_ps(a, n.idx[kx], b), pl.wv[ky * 3 + kx], acc);
+      });
+    });
+    _mm512_mask_storeu_ps(pl.y + oy * p.ow, second ? two_rows : one_row,
+                          activate_t<A>(_mm512_add_ps(acc, pl.bias), pl.alpha, pl.beta));
+  }
+}
+
+// Planes through the kernels above: stride 1, and stride 2 at most 7 outputs wide, activation code A in registers (4 and 7 in a scalar pass).
 template <int A>
 void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w, const float* bias,
                 float* y) {
   Plane pl;
   pl.p = &p;
   pl.alpha = _mm512_set1_ps(p.alpha), pl.beta = _mm512_set1_ps(p.beta);
-  const bool flat = flat_fits(p);
+  const bool flat = flat_fits(p), narrow = p.stride == 2;
+  Narrow2 n2;
+  if (narrow) narrow2_setup(p, n2);
   const bool flat7 = flat && p.h == 7 && p.w == 7 && p.pad_top == 1 && p.pad_left == 1;
   FlatMasks f;
   __mmask16 m[3 * 64];  // stride 1: per 16-column block, the load masks at kx = 0, 1, 2
@@ -351,6 +397,8 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
       plane_flat7<A>(pl, f);
     else if (flat)
       plane_flat<A>(pl, f);
+    else if (narrow)
+      plane_s2_narrow<A>(pl, n2);
     else
       plane_s1<A>(pl, m);
     if (A == 4 || A == 7)
@@ -367,7 +415,9 @@ void ds_f32_dwconv3x3__avx512(const DwConv3x3Params& p, int64_t planes, const fl
       stride2(p, x + c * p.h * p.w, w + 9 * c, bias ? bias[c] : 0.0f, y + c * p.oh * p.ow);
     return;
   }
-  if (p.stride != 1 || (p.ow <= 8 && !flat_fits(p)) || p.ow > 16 * 64) {
+  // Left to AVX2: stride-1 rows of at most 8 outputs outside the flat path, stride 2 at exactly 8
+  // outputs, rows of more than 64 blocks.
+  if ((p.stride == 1 && p.ow <= 8 && !flat_fits(p)) || (p.stride == 2 && p.ow == 8) || p.ow > 16 * 64) {
     ds_f32_dwconv3x3__avx2(p, planes, x, w, bias, y);
     return;
   }
