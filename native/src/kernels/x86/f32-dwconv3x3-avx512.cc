@@ -1,13 +1,17 @@
-// AVX-512 depthwise 3x3 on one plane. Stride 1: 16 output columns per vector, each tap one load at
-// its column offset, masked to the row (zero fill = the padding), so borders need no separate
-// code; the output store is masked to the row's end. Up to 8 output rows of a column block are
-// computed together: each input row is loaded once for all the outputs it feeds, and the 8
-// independent accumulators hide the FMA latency (one row at a time is a chain of 9 dependent
-// FMAs: 1.3-1.6x slower on MobileNet V2's layers). Each accumulator still sums its taps in the
-// reference's order (ky, kx), then bias, then the activation.
-// Stride 2 has its own loop (below). Planes at most 8 output columns wide go to the AVX2 kernel,
-// measured faster there (8-lane vectors waste fewer lanes on narrow rows: 14x14 -> 7x7 x 576
-// channels 26 vs 30-37 us). Compiled with the AVX-512 flags.
+// AVX-512 depthwise 3x3 over a run of NCHW planes. One code path per shape class, all with the
+// activation as a template parameter (codes 4 and 7 by a scalar pass) and the load masks computed
+// once per call:
+// - stride 1 (band_s1): bands of 4 output rows, column blocks of 16 outputs left to right; each
+//   tap one masked load at its column offset (zero fill = the padding); the next band's new rows
+//   prefetched (past the plane's end: the next plane's first rows).
+// - stride 2 (band_s2n): bands of 8 output rows; per input row, the 32 columns from the window
+//   start deinterleaved by vpermt2ps; the next band's new rows prefetched.
+// - small stride-1 planes (plane_flat, plane_flat7): the plane as a flat run of pixels, 16 per
+//   vector whatever the row width.
+// - stride 2 at <= 7 output columns (plane_s2_narrow): two output rows per vector.
+// The rest (stride-1 rows of <= 8 outputs outside the flat path, stride 2 at 8 outputs) runs the
+// AVX2 kernel. The accumulators sum their taps in the reference's order (ky, kx), then the bias.
+// Compiled with the AVX-512 flags.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -19,6 +23,8 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+
+
 
 namespace ds {
 namespace {
@@ -183,116 +189,6 @@ void plane_flat(const Plane& pl, const FlatMasks& f) {
   }
 }
 
-// Stride 2: 16 output columns per vector, bands of up to 8 output rows. Per input row of a band and
-// column block, two loads of the 32 columns from the window start give the kx = 0 and kx = 1 taps
-// by one vpermt2ps each (even / odd columns), and kx = 2 is the even vector moved down one lane
-// with the 33rd column (a third, one-lane load) shifted in: 3 loads and 3 permutes per input row,
-// shared by the up to two output rows the row feeds. While a band runs, the same columns of the
-// next band's rows are prefetched (past the plane's end: the next plane's first rows, which the
-// op's next call reads), so the input streams from memory ahead of use: the 112x112 x 96 layer is
-// memory-bound (4.8 MB in). Blocks run along a band's row (rows of output columns), in strips of
-// kStripCols outputs so the per-block load masks are computed once per strip.
-constexpr int kStripCols = 128;
-
-struct Strip2 {
-  const DwConv3x3Params* p;
-  const float* x;
-  float* y;
-  int64_t s0, n;  // first output column, output columns in the strip
-  // Per 16-column block: load masks of the columns from the window start (0..15, 16..31, 32).
-  __mmask16 mlo[kStripCols / 16], mhi[kStripCols / 16], m32[kStripCols / 16];
-  __m512 wv[9], bias, alpha, beta;
-};
-
-// Output rows oy0 .. oy0 + R - 1 of the strip.
-template <int R>
-void band_s2(const Strip2& s, int64_t oy0) {
-  constexpr int kRows = 2 * R + 1;
-  const DwConv3x3Params& p = *s.p;
-  const int64_t iy0 = oy0 * 2 - p.pad_top;
-  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  const __m512i i2 = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
-  __m512 wv[9];
-  unroll<9>([&](auto t) { wv[t] = s.wv[t]; });
-  for (int64_t j = 0; j < s.n; j += 16) {
-    const int q = int(j / 16);
-    const __mmask16 mlo = s.mlo[q], mhi = s.mhi[q], m32 = s.m32[q];
-    const float* src = s.x + 2 * (s.s0 + j) - p.pad_left;
-    __m512 acc[R];
-    unroll<R>([&](auto r) { acc[r] = _mm512_setzero_ps(); });
-    unroll<kRows>([&](auto ic) {
-      constexpr int I = decltype(ic)::value;
-      const int64_t iy = iy0 + I;
-      if (iy >= 0 && iy < p.h) {
-        const float* row = src + iy * p.w;
-        // The same columns of the next band's rows; past the plane's last row, the next plane's
-        // first rows (NCHW: the op's next call). A prefetch never faults.
-        const char* next = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) +
-                                                         uintptr_t(2 * R * p.w) * sizeof(float));
-        _mm_prefetch(next, _MM_HINT_T0);
-        _mm_prefetch(next + 64, _MM_HINT_T0);
-        _mm_prefetch(next + 128, _MM_HINT_T0);
-        const __m512 lo = _mm512_maskz_loadu_ps(mlo, row), hi = _mm512_maskz_loadu_ps(mhi, row + 16);
-        const __m512 t0 = _mm512_permutex2var_ps(lo, ie, hi);
-        const __m512 t1 = _mm512_permutex2var_ps(lo, io, hi);
-        const __m512 t2 = _mm512_permutex2var_ps(t0, i2, _mm512_maskz_loadu_ps(m32, row + 32));
-        unroll<R>([&](auto rc) {
-          constexpr int ky = I - decltype(rc)::value * 2;
-          if constexpr (ky >= 0 && ky <= 2) {
-            __m512& a = acc[decltype(rc)::value];
-            a = _mm512_fmadd_ps(t0, wv[ky * 3], a);
-            a = _mm512_fmadd_ps(t1, wv[ky * 3 + 1], a);
-            a = _mm512_fmadd_ps(t2, wv[ky * 3 + 2], a);
-          }
-        });
-      }
-    });
-    const int64_t m = s.n - j;
-    const __mmask16 out_mask = m >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << m) - 1);
-    unroll<R>([&](auto r) {
-      float* yr = s.y + (oy0 + r) * p.ow + s.s0 + j;
-      _mm512_mask_storeu_ps(yr, out_mask, activate(_mm512_add_ps(acc[r], s.bias), p.act, s.alpha, s.beta));
-    });
-  }
-  if (p.act == 4 || p.act == 7)
-    for (int r = 0; r < R; ++r) {
-      float* yr = s.y + (oy0 + r) * p.ow + s.s0;
-      for (int64_t j = 0; j < s.n; ++j) yr[j] = gemm_activate(p.act, yr[j], p.alpha, p.beta);
-    }
-}
-
-void stride2(const DwConv3x3Params& p, const float* x, const float* w, float bias, float* y) {
-  Strip2 s;
-  s.p = &p, s.x = x, s.y = y;
-  s.bias = _mm512_set1_ps(bias);
-  s.alpha = _mm512_set1_ps(p.alpha), s.beta = _mm512_set1_ps(p.beta);
-  for (int t = 0; t < 9; ++t) s.wv[t] = _mm512_set1_ps(w[t]);
-  for (int64_t s0 = 0; s0 < p.ow; s0 += kStripCols) {
-    s.s0 = s0;
-    s.n = p.ow - s0 < kStripCols ? p.ow - s0 : kStripCols;
-    for (int q = 0; q < int((s.n + 15) / 16); ++q) {
-      const int64_t c = 2 * (s0 + 16 * q) - p.pad_left;  // input column of block q's lane 0, kx = 0
-      s.mlo[q] = row_mask(c, p.w);
-      s.mhi[q] = row_mask(c + 16, p.w);
-      s.m32[q] = row_mask(c + 32, p.w) & 1;
-    }
-    const int64_t oh = p.oh;
-    int64_t oy = 0;
-    for (; oy + 8 <= oh; oy += 8) band_s2<8>(s, oy);
-    switch (oh - oy) {
-      case 7: band_s2<7>(s, oy); break;
-      case 6: band_s2<6>(s, oy); break;
-      case 5: band_s2<5>(s, oy); break;
-      case 4: band_s2<4>(s, oy); break;
-      case 3: band_s2<3>(s, oy); break;
-      case 2: band_s2<2>(s, oy); break;
-      case 1: band_s2<1>(s, oy); break;
-      default: break;
-    }
-  }
-}
-
 // The flat path for 7x7 planes with padding 1 (MobileNet V2's last stage): the plane is loaded once
 // as 4 vectors (49 floats, zero past its end) and each tap vector is cut from two neighbours by
 // valignd with the tap's offset as the immediate, instead of 9 loads per output vector (960 7x7
@@ -371,6 +267,77 @@ void plane_s2_narrow(const Plane& pl, const Narrow2& n) {
   }
 }
 
+// Stride 2, output rows oy0 .. oy0 + R - 1 of a plane, column blocks of 16 outputs left to right:
+// per block and input row, the 32 columns from the window start give kx = 0 and kx = 1 by one
+// vpermt2ps each (even / odd columns) and kx = 2 is the even vector moved down a lane with the
+// 33rd column (a one-lane load) shifted in. The next band's new input rows are prefetched.
+template <int R, int A>
+void band_s2n(const Plane& pl, int64_t oy0, const __mmask16* m) {
+  constexpr int kRows = 2 * R + 1;
+  const DwConv3x3Params& p = *pl.p;
+  const int64_t iy0 = oy0 * 2 - p.pad_top;
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512i i2 = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+  __m512 wv[9];
+  unroll<9>([&](auto t) { wv[t] = pl.wv[t]; });
+  for (int64_t ox0 = 0, q = 0; ox0 < p.ow; ox0 += 16, ++q) {
+    const __mmask16 mlo = m[3 * q], mhi = m[3 * q + 1], m32 = m[3 * q + 2];
+    const float* src = pl.x + 2 * ox0 - p.pad_left;
+    __m512 acc[R];
+    unroll<R>([&](auto r) { acc[r] = _mm512_setzero_ps(); });
+    unroll<kRows>([&](auto ic) {
+      constexpr int I = decltype(ic)::value;
+      const int64_t iy = iy0 + I;
+      const float* row = src + iy * p.w;
+      if constexpr (I < 2 * R) {
+        const char* next = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) +
+                                                         uintptr_t((2 * R + 1) * p.w) * sizeof(float));
+        _mm_prefetch(next, _MM_HINT_T0);
+        _mm_prefetch(next + 64, _MM_HINT_T0);
+      }
+      if (iy >= 0 && iy < p.h) {
+        const __m512 lo = _mm512_maskz_loadu_ps(mlo, row), hi = _mm512_maskz_loadu_ps(mhi, row + 16);
+        const __m512 t0 = _mm512_permutex2var_ps(lo, ie, hi);
+        const __m512 t1 = _mm512_permutex2var_ps(lo, io, hi);
+        const __m512 t2 = _mm512_permutex2var_ps(t0, i2, _mm512_maskz_loadu_ps(m32, row + 32));
+        unroll<R>([&](auto rc) {
+          constexpr int ky = I - decltype(rc)::value * 2;
+          if constexpr (ky >= 0 && ky <= 2) {
+            __m512& a = acc[decltype(rc)::value];
+            a = _mm512_fmadd_ps(t0, wv[ky * 3], a);
+            a = _mm512_fmadd_ps(t1, wv[ky * 3 + 1], a);
+            a = _mm512_fmadd_ps(t2, wv[ky * 3 + 2], a);
+          }
+        });
+      }
+    });
+    const int64_t n = p.ow - ox0;
+    const __mmask16 out_mask = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+    unroll<R>([&](auto r) {
+      _mm512_mask_storeu_ps(pl.y + (oy0 + r) * p.ow + ox0, out_mask,
+                            activate_t<A>(_mm512_add_ps(acc[r], pl.bias), pl.alpha, pl.beta));
+    });
+  }
+}
+
+template <int A>
+void plane_s2(const Plane& pl, const __mmask16* m) {
+  const int64_t oh = pl.p->oh;
+  int64_t oy = 0;
+  for (; oy + 8 <= oh; oy += 8) band_s2n<8, A>(pl, oy, m);
+  switch (oh - oy) {
+    case 7: band_s2n<7, A>(pl, oy, m); break;
+    case 6: band_s2n<6, A>(pl, oy, m); break;
+    case 5: band_s2n<5, A>(pl, oy, m); break;
+    case 4: band_s2n<4, A>(pl, oy, m); break;
+    case 3: band_s2n<3, A>(pl, oy, m); break;
+    case 2: band_s2n<2, A>(pl, oy, m); break;
+    case 1: band_s2n<1, A>(pl, oy, m); break;
+    default: break;
+  }
+}
+
 // Planes through the kernels above: stride 1, and stride 2 at most 7 outputs wide, activation code A in registers (4 and 7 in a scalar pass).
 template <int A>
 void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w, const float* bias,
@@ -378,7 +345,7 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
   Plane pl;
   pl.p = &p;
   pl.alpha = _mm512_set1_ps(p.alpha), pl.beta = _mm512_set1_ps(p.beta);
-  const bool flat = flat_fits(p), narrow = p.stride == 2;
+  const bool flat = flat_fits(p), narrow = p.stride == 2 && p.ow <= 7, wide2 = p.stride == 2 && p.ow > 8;
   Narrow2 n2;
   if (narrow) narrow2_setup(p, n2);
   const bool flat7 = flat && p.h == 7 && p.w == 7 && p.pad_top == 1 && p.pad_left == 1;
@@ -386,6 +353,11 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
   __mmask16 m[3 * 64];  // stride 1: per 16-column block, the load masks at kx = 0, 1, 2
   if (flat)
     flat_masks(p, f);
+  else if (wide2)
+    for (int64_t ox0 = 0, q = 0; ox0 < p.ow; ox0 += 16, ++q) {
+      const int64_t c = 2 * ox0 - p.pad_left;  // input column of lane 0, kx = 0
+      m[3 * q] = row_mask(c, p.w), m[3 * q + 1] = row_mask(c + 16, p.w), m[3 * q + 2] = row_mask(c + 32, p.w) & 1;
+    }
   else
     for (int64_t ox0 = 0, q = 0; ox0 < p.ow; ox0 += 16, ++q)
       for (int kx = 0; kx < 3; ++kx) m[3 * q + kx] = row_mask(ox0 - p.pad_left + kx, p.w);
@@ -399,6 +371,8 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
       plane_flat<A>(pl, f);
     else if (narrow)
       plane_s2_narrow<A>(pl, n2);
+    else if (wide2)
+      plane_s2<A>(pl, m);
     else
       plane_s1<A>(pl, m);
     if (A == 4 || A == 7)
@@ -410,11 +384,6 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
 
 void ds_f32_dwconv3x3__avx512(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w,
                               const float* bias, float* y) {
-  if (p.stride == 2 && p.ow > 8) {
-    for (int64_t c = 0; c < planes; ++c)
-      stride2(p, x + c * p.h * p.w, w + 9 * c, bias ? bias[c] : 0.0f, y + c * p.oh * p.ow);
-    return;
-  }
   // Left to AVX2: stride-1 rows of at most 8 outputs outside the flat path, stride 2 at exactly 8
   // outputs, rows of more than 64 blocks.
   if ((p.stride == 1 && p.ow <= 8 && !flat_fits(p)) || (p.stride == 2 && p.ow == 8) || p.ow > 16 * 64) {
