@@ -192,6 +192,8 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       // rows with a parallel im2col, depthwise planes.
       {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
       {1, 128, 30, 30, 128, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},
+      {1, 64, 14, 14, 300, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},   // pointwise, 7 panels: rows split too
+      {1, 64, 13, 13, 96, 1, 1, 1, 1, 1, 1, 2, {0, 0, 0, 0}, false, 6},  // pointwise, 2 groups, partial panel
       {1, 128, 33, 33, 256, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, 0},  // 1x1 s2, parallel gather
       {1, 200, 12, 12, 160, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},
       {1, 32, 60, 60, 32, 3, 3, 1, 1, 1, 1, 32, {1, 1, 1, 1}, true, 6},

@@ -64,8 +64,9 @@ using GemmFn = void (*)(const GemmParams& p, float* workspace);
 // GEMM with B given by row offsets (implicit im2col of stride-1 convolutions computed over the
 // padded input's full rows): C[m, n] = act(A . B + bias + residual) with A packed (pack_a) and
 // B element (p, j) = p.b.data[b_offsets[p] + j], each row a contiguous run. p.b.packed, row and
-// column strides are ignored; B is read up to b_offsets[p] + round_up(n, nr) - 1 (the caller keeps
-// that readable; columns past n are computed and dropped). The whole K in one pass per tile.
+// column strides are ignored; B is read only at b_offsets[p] + [0, n) (partial tiles load with
+// masks), so B may be any tensor's rows (1x1 convolutions read the input plane itself). The whole
+// K in one pass per tile.
 using GemmRowsFn = void (*)(const GemmParams& p, const int64_t* b_offsets);
 
 // One ISA level's GEMM: its tile and cache blocking.

@@ -240,6 +240,43 @@ bool implicit_rows(const GemmKernels& g, const Conv2dParams& c, int64_t m, int64
   return wq * 4 <= c.ow * 5;
 }
 
+// 1x1 convolutions (stride 1, or after the strided gather) on a level with gemm_rows read B, the
+// [C/g, H*W] plane, in place: row q at offset q * H*W, no packed copy of the input (which cost
+// K x N floats per call: 10-30% of the small-N layers of MobileNet V2 and SqueezeNet 1.1).
+// DS_CONV_ROWS=0 turns it off (and the implicit im2col with it).
+bool direct_1x1(const GemmKernels& g) {
+  if (!g.gemm_rows) return false;
+  const char* force = std::getenv("DS_CONV_ROWS");
+  return !(force && force[0] == '0');
+}
+
+// Tasks of the direct 1x1 GEMM: blocks of col_step columns (whole nr panels) x row_step rows
+// (whole mr tiles). One task on one thread; else about 4 per thread, so that the dynamic hand-out
+// evens out the edge tiles, cut along the columns while there are enough panels, then along the
+// rows too (7x7 and 14x14 layers have 2 and 7 panels).
+struct Direct1x1Split {
+  int64_t col_step, col_tasks, row_step, row_tasks;
+  int64_t tasks() const { return col_tasks * row_tasks; }
+};
+
+Direct1x1Split split_direct_1x1(const GemmKernels& g, int64_t m, int64_t n, int threads) {
+  const int64_t panels = ceil_div(n, g.nr), m_tiles = ceil_div(m, g.mr), want = threads > 1 ? 4 * threads : 1;
+  int64_t col_panels = panels, row_tiles = m_tiles;
+  if (want > 1) {
+    if (panels >= want) col_panels = ceil_div(panels, want);
+    else {
+      col_panels = 1;
+      row_tiles = ceil_div(m_tiles, ceil_div(want, panels));
+    }
+  }
+  Direct1x1Split s;
+  s.col_step = col_panels * g.nr;
+  s.col_tasks = ceil_div(n, s.col_step);
+  s.row_step = row_tiles * g.mr;
+  s.row_tasks = ceil_div(m, s.row_step);
+  return s;
+}
+
 // Workspace of the implicit path after the phases: the zeroed tail the last rows' dropped columns
 // read, the k offsets (int64), the [o, n'] result.
 int64_t rows_tail_floats(const Conv2dParams& c, int64_t nr) { return round16((c.kw - 1) * c.dil_w + nr + 16); }
@@ -497,18 +534,22 @@ void winograd_segments(const WinogradGeometry& q, int64_t t0, int64_t t1, int64_
 
 // Pixels as rows where it pays (few pixels per channel: n <= 4 m); DS_CONV_PIXELS=0 turns it off
 // and =1 takes it for every layer that is not depthwise, strided 1x1 or Winograd (tests,
-// benchmarks). A 1x1 layer needs no im2col in the other orientation, so there the transpose (n*m
-// floats, against n*m*k multiply-adds) must be paid for: pixels when k >= m or k >= 256, or when
-// the n columns fill less than 85% of their nr-wide panels (MobileNet V2 at 7x7: 49 of 64).
-// Measured in-model, ms, 1x1 orientation vs pixels: MobileNet V2 at 14x14 64->384 0.050 vs 0.057,
-// 96->576 0.105 vs 0.112, 576->96 0.135 vs 0.122; at 7x7 960->320 0.312 vs 0.186; SqueezeNet 1.1
-// 512->1000 at 13x13 1.06 vs 0.83.
-bool pixels_pay(int64_t n, int64_t m, int64_t k, bool pointwise, int64_t nr) {
+// benchmarks). A 1x1 layer needs no im2col in the other orientation, so there the transpose and
+// the copy of the input into A panels (n*k floats) must be paid for. Where the level reads B in
+// place (direct_1x1) only two cases do: the n columns fill less than 85% of their nr-wide panels
+// (MobileNet V2 at 7x7: 49 of 64), or the weight is 1 MB or more (it would stream from L3 once per
+// column panel; SqueezeNet 1.1's classifier 512->1000). Measured (bench_conv layer, 1 thread,
+// 10th percentile of calls, ms) direct vs pixels: MobileNet V2 at 14x14 384->64 0.047 vs 0.061,
+// 576->96 0.102 vs 0.124; at 7x7 960->320 0.170 vs 0.157, 320->1280 0.229 vs 0.198; SqueezeNet
+// 1.1 at 13x13 384->48 0.030 vs 0.066, 512->1000 0.80 vs 0.81. Without direct_1x1 (packed B):
+// pixels also when k >= m or k >= 256 (MobileNet V2 at 14x14 576->96 in-model 0.135 vs 0.122).
+bool pixels_pay(int64_t n, int64_t m, int64_t k, bool pointwise, const GemmKernels& g) {
   const char* force = std::getenv("DS_CONV_PIXELS");
   if (force && *force) return force[0] == '1';
   if (n > 4 * m) return false;
   if (!pointwise) return true;
-  return k >= m || k >= 256 || n * 100 < 85 * (ceil_div(n, nr) * nr);
+  if (n * 100 < 85 * (ceil_div(n, g.nr) * g.nr) || m * k >= 256 * 1024) return true;
+  return !direct_1x1(g) && (k >= m || k >= 256);
 }
 
 bool is_depthwise3x3(const OpParams& p, const Shape& w) {
@@ -542,7 +583,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     const int64_t oh = window_output_size((*xd)[2], p.pads[0], p.pads[2], w[2], p.strides[0], p.dilations[0], false);
     const int64_t ow = window_output_size((*xd)[3], p.pads[1], p.pads[3], w[3], p.strides[1], p.dilations[1], false);
     if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow)) s->path = Path::kWinograd;
-    else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise && pixels_pay(oh * ow, s->m, s->k, pointwise, s->g->nr))
+    else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise && pixels_pay(oh * ow, s->m, s->k, pointwise, *s->g))
       s->path = Path::kGemmPixels;
   }
   // A kernel the session was asked for (deepslim tune measures them in-model) replaces the rule's
@@ -590,10 +631,12 @@ int64_t image_workspace(const OpParams& p, const State* s, const std::vector<con
                         int threads) {
   switch (s->path) {
     case Path::kDepthwise3x3: return 0;
-    case Path::kGemm1x1: return split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
-    case Path::kGemm1x1Strided:
-      return round16((*in[0])[1] * os[2] * os[3]) +
-             split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
+    case Path::kGemm1x1:
+    case Path::kGemm1x1Strided: {
+      const int64_t sub = s->path == Path::kGemm1x1Strided ? round16((*in[0])[1] * os[2] * os[3]) : 0;
+      if (direct_1x1(*s->g)) return sub + round16(2 * s->k);  // the offsets (int64)
+      return sub + split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
+    }
     case Path::kGemmIm2col: {
       const Conv2dParams c = conv_params(p, *in[0], *in[1], os);
       if (implicit_rows(*s->g, c, s->m, s->k)) {
@@ -875,6 +918,24 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         });
         src = sub;
         src_plane = n;
+      }
+      if (direct_1x1(g)) {
+        // gemm_rows reads B straight from the plane (row q of a group at q * src_plane): no packing.
+        int64_t* offs = reinterpret_cast<int64_t*>(blocks_ws);
+        for (int64_t q = 0; q < cg; ++q) offs[q] = q * src_plane;
+        const Direct1x1Split sp = split_direct_1x1(g, s->m, n, nth);
+        for (int64_t gi = 0; gi < c.group; ++gi) {
+          const GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);
+          const float* bg = src + gi * cg * src_plane;
+          parallel(tp, sp.tasks(), work_or_inline(s->m * s->k * n, kMinParallelMacs), [&](int64_t task, int) {
+            const int64_t j0 = (task % sp.col_tasks) * sp.col_step, j1 = std::min(n, j0 + sp.col_step);
+            const int64_t m0 = (task / sp.col_tasks) * sp.row_step, m1 = std::min(s->m, m0 + sp.row_step);
+            GemmParams t = gemm_slice(gp, g.mr, g.nr, m0, m1, j0, j1);
+            t.b.data = bg + j0;
+            g.gemm_rows(t, offs);
+          });
+        }
+        return;
       }
       // The plane's columns packed block by block (16-byte copies, inline) rather than by the
       // GEMM's packing (a memcpy per k step of a panel), then the GEMM on the packed block.

@@ -34,33 +34,36 @@ inline __m512 activate(__m512 v, int32_t act, __m512 alpha, __m512 beta) {
 }
 
 // ds_f32_gemm_ukernel_12x32__avx512 for R = 12 rows; R < 12 for the last rows of M. With
-// offsets (kRows), B step q is the 32 floats at b + offs[q] instead of a packed panel.
-template <int R, bool kRows>
+// offsets (kRows), B step q is the nr floats at b + offs[q] instead of a packed panel: read with
+// masks when the tile is partial (kMaskB), so nothing past column nr is touched, and with one
+// vector (NV = 1, a 12x16 tile: half the multiply-adds) when nr <= 16.
+template <int R, bool kRows, int NV = 2, bool kMaskB = false>
 inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c,
                          int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep) {
   // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 31), _MM_HINT_T0);
+    if (NV == 2) _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 31), _MM_HINT_T0);
   }
+  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
+  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   for (int64_t q = 0; q < kc; ++q) {
     const float* bq = kRows ? b + offs[q] : b;
-    const __m512 b0 = _mm512_loadu_ps(bq), b1 = _mm512_loadu_ps(bq + 16);
+    const __m512 b0 = kMaskB ? _mm512_maskz_loadu_ps(m0, bq) : _mm512_loadu_ps(bq);
+    const __m512 b1 = NV == 1 ? b0 : kMaskB ? _mm512_maskz_loadu_ps(m1, bq + 16) : _mm512_loadu_ps(bq + 16);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[r]);
       acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+      if (NV == 2) acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
     }
     a += kMr;
     if (!kRows) b += kNr;
   }
-  const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
-  const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
   __m512 bc0 = _mm512_setzero_ps(), bc1 = _mm512_setzero_ps(), alpha = bc0, beta = bc0;
   if (ep) {
     if (ep->bias_col) bc0 = _mm512_maskz_loadu_ps(m0, ep->bias_col), bc1 = _mm512_maskz_loadu_ps(m1, ep->bias_col + 16);
@@ -73,7 +76,7 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
     __m512 v0 = acc0[r], v1 = acc1[r];
     if (accumulate) {
       v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, cr));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
+      if (NV == 2) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
     }
     if (ep) {
       if (ep->bias_row) {
@@ -88,13 +91,13 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
       if (ep->residual) {
         const float* rr = ep->residual + r * ep->residual_row_stride;
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, rr));
-        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, rr + 16));
+        if (NV == 2) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, rr + 16));
       }
       v0 = activate(v0, ep->act, alpha, beta);
-      v1 = activate(v1, ep->act, alpha, beta);
+      if (NV == 2) v1 = activate(v1, ep->act, alpha, beta);
     }
     _mm512_mask_storeu_ps(cr, m0, v0);
-    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+    if (NV == 2) _mm512_mask_storeu_ps(cr + 16, m1, v1);
   }
 }
 
@@ -107,15 +110,23 @@ void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, i
 using RowsMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
                                  float* c, int64_t c_rs, const x86::GemmTileEpilogue* ep);
 
-template <int R>
+template <int R, int NV, bool kMaskB>
 void ukernel_rows(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c, int64_t c_rs,
                   const x86::GemmTileEpilogue* ep) {
-  ukernel_core<R, true>(nr, kc, a, b, offs, c, c_rs, false, ep);
+  ukernel_core<R, true, NV, kMaskB>(nr, kc, a, b, offs, c, c_rs, false, ep);
 }
 
-const RowsMicrokernel kRowsUkernels[kMr] = {ukernel_rows<1>, ukernel_rows<2>,  ukernel_rows<3>,  ukernel_rows<4>,
-                                            ukernel_rows<5>, ukernel_rows<6>,  ukernel_rows<7>,  ukernel_rows<8>,
-                                            ukernel_rows<9>, ukernel_rows<10>, ukernel_rows<11>, ukernel_rows<12>};
+// [variant][rows - 1]: variant 0 = full 32 columns, 1 = 17..31 columns (masked), 2 = 1..16 (one
+// masked vector).
+template <int NV, bool kMaskB>
+struct RowsTable {
+  static constexpr RowsMicrokernel k[kMr] = {
+      ukernel_rows<1, NV, kMaskB>, ukernel_rows<2, NV, kMaskB>,  ukernel_rows<3, NV, kMaskB>,
+      ukernel_rows<4, NV, kMaskB>, ukernel_rows<5, NV, kMaskB>,  ukernel_rows<6, NV, kMaskB>,
+      ukernel_rows<7, NV, kMaskB>, ukernel_rows<8, NV, kMaskB>,  ukernel_rows<9, NV, kMaskB>,
+      ukernel_rows<10, NV, kMaskB>, ukernel_rows<11, NV, kMaskB>, ukernel_rows<12, NV, kMaskB>};
+};
+const RowsMicrokernel* const kRowsUkernels[3] = {RowsTable<2, false>::k, RowsTable<2, true>::k, RowsTable<1, true>::k};
 
 const x86::GemmMicrokernel kUkernels[kMr] = {ukernel<1>, ukernel<2>, ukernel<3>,  ukernel<4>,
                                               ukernel<5>, ukernel<6>, ukernel<7>,  ukernel<8>,
@@ -128,7 +139,9 @@ void ds_f32_gemm__avx512(const GemmParams& p, float* workspace) {
 }
 
 // Column panels outer, row tiles inner: a panel's B rows (a few input rows per channel) stay in
-// L1 across the row tiles while the packed A (m x k) streams from L2; the whole K per tile.
+// L1 across the row tiles while the packed A (m x k) streams from L2; the whole K per tile. The
+// last, partial panel reads B with masks (nothing past column n) and, up to 16 columns, as a
+// 12x16 tile.
 void ds_f32_gemm_rows__avx512(const GemmParams& p, const int64_t* offs) {
   for (int64_t j = 0; j < p.n; j += kNr) {
     const int64_t nr = p.n - j < kNr ? p.n - j : kNr;
@@ -143,7 +156,7 @@ void ds_f32_gemm_rows__avx512(const GemmParams& p, const int64_t* offs) {
       ep.act = p.act;
       ep.alpha = p.alpha;
       ep.beta = p.beta;
-      kRowsUkernels[mr - 1](nr, p.k, p.a.data + (i / kMr) * kMr * p.k, p.b.data + j, offs, c, p.c_row_stride, &ep);
+      kRowsUkernels[nr == kNr ? 0 : nr > 16 ? 1 : 2][mr - 1](nr, p.k, p.a.data + (i / kMr) * kMr * p.k, p.b.data + j, offs, c, p.c_row_stride, &ep);
       if (p.act == 4 || p.act == 7) x86::gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);
     }
   }
