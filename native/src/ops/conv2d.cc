@@ -277,6 +277,10 @@ Direct1x1Split split_direct_1x1(const GemmKernels& g, int64_t m, int64_t n, int 
   return s;
 }
 
+// Output rows at least this wide run the implicit path with wrapping GEMM columns (gemm.h,
+// GemmRowsB::width); narrower ones over the padded rows, then compacted.
+constexpr int64_t kRowsMinWidth = 16;
+
 // Workspace of the implicit path after the phases: the zeroed tail the last rows' dropped columns
 // read, the k offsets (int64), the [o, n'] result.
 int64_t rows_tail_floats(const Conv2dParams& c, int64_t nr) { return round16((c.kw - 1) * c.dil_w + nr + 16); }
@@ -931,8 +935,11 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
             const int64_t j0 = (task % sp.col_tasks) * sp.col_step, j1 = std::min(n, j0 + sp.col_step);
             const int64_t m0 = (task / sp.col_tasks) * sp.row_step, m1 = std::min(s->m, m0 + sp.row_step);
             GemmParams t = gemm_slice(gp, g.mr, g.nr, m0, m1, j0, j1);
-            t.b.data = bg + j0;
-            g.gemm_rows(t, offs);
+            t.b.data = bg;
+            GemmRowsB rows;
+            rows.offsets = offs;
+            rows.col0 = j0;
+            g.gemm_rows(t, rows);
           });
         }
         return;
@@ -1019,6 +1026,27 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       for (int64_t ci = 0, d = 0; ci < cg; ++ci)
         for (int64_t ky = 0; ky < c.kh; ++ky)
           for (int64_t kx = 0; kx < c.kw; ++kx) offs[d++] = (ci * ph.hp + ky * c.dil_h) * ph.wq + kx * c.dil_w;
+      if (c.ow >= kRowsMinWidth) {
+        // The GEMM's columns wrap at the end of each output row (skipping the padded plane's
+        // wq - ow extra columns), so it writes the NCHW output with its epilogue directly.
+        const Direct1x1Split sp = split_direct_1x1(g, s->m, n, nth);
+        for (int64_t gi = 0; gi < c.group; ++gi) {
+          const GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);
+          parallel(tp, sp.tasks(), work_or_inline(s->m * s->k * n, kMinParallelMacs), [&](int64_t task, int) {
+            const int64_t j0 = (task % sp.col_tasks) * sp.col_step, j1 = std::min(n, j0 + sp.col_step);
+            const int64_t m0 = (task / sp.col_tasks) * sp.row_step, m1 = std::min(s->m, m0 + sp.row_step);
+            GemmParams t = gemm_slice(gp, g.mr, g.nr, m0, m1, j0, j1);
+            t.b.data = phases + gi * cg * ph.floats();
+            GemmRowsB rows;
+            rows.offsets = offs;
+            rows.width = c.ow;
+            rows.skip = ph.wq - c.ow;
+            rows.col0 = j0;
+            g.gemm_rows(t, rows);
+          });
+        }
+        return;
+      }
       const int64_t nw = c.oh * ph.wq, panels = ceil_div(nw, g.nr);
       const int64_t per_task = ceil_div(panels, nth);
       for (int64_t gi = 0; gi < c.group; ++gi) {
@@ -1043,9 +1071,11 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
           const int64_t j0 = task * per_task * g.nr, j1 = std::min(nw, j0 + per_task * g.nr);
           GemmParams t = gp;
           t.n = j1 - j0;
-          t.b.data += j0;
           t.c += j0;
-          g.gemm_rows(t, offs);
+          GemmRowsB rows;
+          rows.offsets = offs;
+          rows.col0 = j0;
+          g.gemm_rows(t, rows);
         });
       }
       // [o, oh * wq] -> [o, oh * ow], with the residual (and then the activation) if any.
