@@ -538,22 +538,26 @@ void winograd_segments(const WinogradGeometry& q, int64_t t0, int64_t t1, int64_
 
 // Pixels as rows where it pays (few pixels per channel: n <= 4 m); DS_CONV_PIXELS=0 turns it off
 // and =1 takes it for every layer that is not depthwise, strided 1x1 or Winograd (tests,
-// benchmarks). A 1x1 layer needs no im2col in the other orientation, so there the transpose and
-// the copy of the input into A panels (n*k floats) must be paid for. Where the level reads B in
-// place (direct_1x1) only two cases do: the n columns fill less than 85% of their nr-wide panels
-// (MobileNet V2 at 7x7: 49 of 64), or the weight is 1 MB or more (it would stream from L3 once per
-// column panel; SqueezeNet 1.1's classifier 512->1000). Measured (bench_conv layer, 1 thread,
-// 10th percentile of calls, ms) direct vs pixels: MobileNet V2 at 14x14 384->64 0.047 vs 0.061,
-// 576->96 0.102 vs 0.124; at 7x7 960->320 0.170 vs 0.157, 320->1280 0.229 vs 0.198; SqueezeNet
-// 1.1 at 13x13 384->48 0.030 vs 0.066, 512->1000 0.80 vs 0.81. Without direct_1x1 (packed B):
-// pixels also when k >= m or k >= 256 (MobileNet V2 at 14x14 576->96 in-model 0.135 vs 0.122).
+// benchmarks). A 1x1 layer needs no im2col in either orientation (the GEMM reads the plane in
+// place as B, direct_1x1, or as A with adjacent rows), but pixels as rows pays the transpose of
+// the output (n*m floats). Where the level has direct_1x1 it pays when the n columns fill less than
+// 85% of their nr-wide panels (MobileNet V2 at 7x7: 49 of 64), when the weight is 1 MB or more (in
+// the other orientation it would stream from L3 once per column panel; SqueezeNet 1.1's classifier
+// 512->1000), or when the m channels fill >= 85% of their panels and k >= 3 m (long dot products
+// amortise the transpose). Measured (bench_conv layer, 1 thread, 10th percentile of calls, ms)
+// direct vs pixels: MobileNet V2 at 14x14 384->64 0.047 vs 0.042, 576->96 0.097 vs 0.094, 64->384
+// 0.047 vs 0.050; at 7x7 960->320 0.170 vs 0.146; SqueezeNet 1.1 at 13x13 384->48 0.028 vs 0.036,
+// 512->64 0.052 vs 0.049. Without direct_1x1 (packed B): pixels also when k >= m or k >= 256
+// (MobileNet V2 at 14x14 576->96 in-model 0.135 vs 0.122).
 bool pixels_pay(int64_t n, int64_t m, int64_t k, bool pointwise, const GemmKernels& g) {
   const char* force = std::getenv("DS_CONV_PIXELS");
   if (force && *force) return force[0] == '1';
   if (n > 4 * m) return false;
   if (!pointwise) return true;
-  if (n * 100 < 85 * (ceil_div(n, g.nr) * g.nr) || m * k >= 256 * 1024) return true;
-  return !direct_1x1(g) && (k >= m || k >= 256);
+  auto fills = [&](int64_t x, int64_t tile) { return x * 100 >= 85 * (ceil_div(x, tile) * tile); };
+  if (!fills(n, g.nr) || m * k >= 256 * 1024) return true;
+  if (direct_1x1(g)) return fills(m, g.nr) && k >= 3 * m;
+  return k >= m || k >= 256;
 }
 
 bool is_depthwise3x3(const OpParams& p, const Shape& w) {
@@ -961,6 +965,10 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       const PaddedPlane pq = padded_plane(c);
       const int64_t panels = ceil_div(n, g.mr);
       const int64_t per_task = std::max<int64_t>(1, panels / (4 * nth));
+      // A 1x1 stride-1 layer's im2col^T is the input plane transposed: the GEMM reads it in place
+      // (A with adjacent rows, f32-gemm-driver.h) instead of a packed copy (~12% of MobileNet V2's
+      // 960->320 at 7x7).
+      const bool plane_a = c.kh == 1 && c.kw == 1 && c.stride_h == 1 && c.stride_w == 1 && !pq.copy;
       for (int64_t gi = 0; gi < c.group; ++gi) {
         const float* pg = xb + gi * cg * pq.hp * pq.wp;
         if (pq.copy) {  // the group's channels, into the head of the workspace (the GEMM's afterwards)
@@ -972,16 +980,17 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
           });
           pg = pp + gi * cg * pq.hp * pq.wp;
         }
-        parallel(tp, ceil_div(panels, per_task), work_or_inline(n * s->k, kMinParallelFloats), [&](int64_t task, int) {
-          const int64_t q0 = task * per_task, q1 = std::min(panels, q0 + per_task);
-          const int64_t j0 = q0 * g.mr, j1 = std::min(n, q1 * g.mr);
-          im2col_pack_rows(c, pq, pg, cg, j0, j1 - j0, g.mr, cols + q0 * g.mr * s->k);
-        });
+        if (!plane_a)
+          parallel(tp, ceil_div(panels, per_task), work_or_inline(n * s->k, kMinParallelFloats), [&](int64_t task, int) {
+            const int64_t q0 = task * per_task, q1 = std::min(panels, q0 + per_task);
+            const int64_t j0 = q0 * g.mr, j1 = std::min(n, q1 * g.mr);
+            im2col_pack_rows(c, pq, pg, cg, j0, j1 - j0, g.mr, cols + q0 * g.mr * s->k);
+          });
         GemmParams gp;
         gp.m = n;
         gp.n = s->m;
         gp.k = s->k;
-        gp.a = {cols, 0, 0, true};
+        gp.a = plane_a ? GemmOperand{pg, 1, n, false} : GemmOperand{cols, 0, 0, true};
         gp.b = {s->packed + gi * s->group_floats, 0, 0, true};
         gp.c = yt;
         gp.c_row_stride = s->m;

@@ -50,7 +50,7 @@ struct RowsPanel {
 template <int R, bool kRows, int NV = 2, bool kMaskB = false, bool kWrap = false>
 inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c,
                          int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep,
-                         const RowsPanel* rp = nullptr) {
+                         const RowsPanel* rp = nullptr, int64_t a_step = kMr) {
   // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
@@ -62,6 +62,14 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
   __m512 acc0[R], acc1[R];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  // Up to 3 rows, 2-6 accumulator chains cannot hide the FMA latency (4 cycles, 2 pipes): odd k
+  // steps go to a second set (the 1-row tile of a 49- or 169-pixel GEMM ran at a third of the
+  // full tile's speed).
+  constexpr bool kTwoSets = R <= 3;
+  constexpr int kOdd = kTwoSets ? R : 1;
+  __m512 odd0[kOdd], odd1[kOdd];
+#pragma GCC unroll 3
+  for (int r = 0; r < kOdd; ++r) odd0[r] = odd1[r] = _mm512_setzero_ps();
   int64_t o0 = 0, o1 = 16, skip = 0;
   __mmask16 lo0 = 0, hi0 = 0, lo1 = 0, hi1 = 0;
   if (kWrap) o0 = rp->o0, o1 = rp->o1, skip = rp->skip, lo0 = rp->lo0, hi0 = rp->hi0, lo1 = rp->lo1, hi1 = rp->hi1;
@@ -75,14 +83,27 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
       b0 = kMaskB ? _mm512_maskz_loadu_ps(m0, bq) : _mm512_loadu_ps(bq);
       b1 = NV == 1 ? b0 : kMaskB ? _mm512_maskz_loadu_ps(m1, bq + 16) : _mm512_loadu_ps(bq + 16);
     }
+    if (kTwoSets && (q & 1)) {
+#pragma GCC unroll 3
+      for (int r = 0; r < R; ++r) {
+        const __m512 av = _mm512_set1_ps(a[r]);
+        odd0[r] = _mm512_fmadd_ps(av, b0, odd0[r]);
+        if (NV == 2) odd1[r] = _mm512_fmadd_ps(av, b1, odd1[r]);
+      }
+    } else {
 #pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r]);
-      acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
-      if (NV == 2) acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+      for (int r = 0; r < R; ++r) {
+        const __m512 av = _mm512_set1_ps(a[r]);
+        acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+        if (NV == 2) acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+      }
     }
-    a += kMr;
+    a += a_step;
     if (!kRows) b += kNr;
+  }
+  if (kTwoSets) {
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) acc0[r] = _mm512_add_ps(acc0[r], odd0[r]), acc1[r] = _mm512_add_ps(acc1[r], odd1[r]);
   }
   __m512 bc0 = _mm512_setzero_ps(), bc1 = _mm512_setzero_ps(), alpha = bc0, beta = bc0;
   if (ep) {
@@ -123,8 +144,8 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
 
 template <int R>
 void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs, bool accumulate,
-             const x86::GemmTileEpilogue* ep) {
-  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep);
+             const x86::GemmTileEpilogue* ep, int64_t a_step) {
+  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step);
 }
 
 using RowsMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
