@@ -3,8 +3,9 @@
 // With a constant weight the session prepares one of these paths (docs/kernels.md, "conv2d"):
 //   - depthwise 3x3 (group == C == O, stride 1 or 2, no dilation): the table's dwconv3x3 kernel
 //     per channel plane, planes split across threads;
-//   - 1x1, stride 1, no padding: GEMM on the [C/g, H*W] input plane itself, its columns packed
-//     block by block as in the im2col path;
+//   - 1x1, stride 1, no padding: GEMM on the [C/g, H*W] input plane itself, read in place by
+//     the level's gemm_rows (direct_1x1), else its columns packed block by block as in the im2col
+//     path;
 //   - few output pixels per channel (N = OH*OW <= 4 * O/group, from the input's declared H, W;
 //     for 1x1 see pixels_pay): Y^T = im2col^T . W^T with pixels as GEMM rows, then a transpose
 //     into NCHW;
