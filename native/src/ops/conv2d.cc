@@ -202,6 +202,10 @@ void pack_panels(const float* src, int64_t row_stride, int64_t k, int64_t j0, in
   }
 }
 
+// Output rows at least this wide run the implicit path with wrapping GEMM columns (gemm.h,
+// GemmRowsB::width); narrower ones over the padded rows, then compacted.
+constexpr int64_t kRowsMinWidth = 16;
+
 // ---- im2col blocks from column phases ----
 //
 // The im2col path first rewrites the input (once per image, shared by the tasks) as its column
@@ -209,20 +213,33 @@ void pack_panels(const float* src, int64_t row_stride, int64_t k, int64_t j0, in
 // px + 2s, ... Tap (ky, kx) of output pixel (oy, ox) is then phase (kx*dil_w) % s, row
 // oy*stride_h + ky*dil_h, column ox + (kx*dil_w) / s: every run of an output row is a plain
 // contiguous copy without bounds checks (for stride 1 the one phase is the padded plane).
+// With row phases too (the implicit im2col at stride_h > 1), phase (py, px) row r holds padded
+// row r*stride_h + py: tap (ky, kx) of (oy, ox) is then row oy + (ky*dil_h) / stride_h, column
+// ox + (kx*dil_w) / stride_w of phase ((ky*dil_h) % stride_h, (kx*dil_w) % stride_w), so output
+// pixel (oy, ox) sits at oy*wq + ox plus a per-tap offset, whatever the stride.
 struct Phases {
-  int64_t s, hp, wq;  // phases, padded rows, columns per phase
-  int64_t floats() const { return s * hp * wq; }  // per channel
+  int64_t sh, s, hp, wq;  // row phases, column phases, rows and columns per phase
+  int64_t floats() const { return sh * s * hp * wq; }  // per channel
 };
 
-Phases column_phases(const Conv2dParams& c) {
+Phases column_phases(const Conv2dParams& c, bool row_phases = false) {
   Phases q;
+  q.sh = row_phases ? c.stride_h : 1;
   q.s = c.stride_w;
-  q.hp = (c.oh - 1) * c.stride_h + (c.kh - 1) * c.dil_h + 1;
+  q.hp = row_phases ? c.oh + (c.kh - 1) * c.dil_h / c.stride_h : (c.oh - 1) * c.stride_h + (c.kh - 1) * c.dil_h + 1;
   q.wq = c.ow + (c.kw - 1) * c.dil_w / c.stride_w;
   return q;
 }
 
-// Stride-1 convolutions on a level with GemmKernels::gemm_rows: implicit im2col. The GEMM runs
+// Convolutions on a level with GemmKernels::gemm_rows: implicit im2col. With output rows at least
+// kRowsMinWidth wide (any stride) the GEMM's columns are the output pixels, wrapping at each
+// output row over the phases' extra columns (GemmRowsB::width), so row d = (ci, ky, kx) of B is
+// the phases from the tap's offset and the result is the NCHW output: no im2col copy, no
+// compaction. Measured 1 thread, ms, packed im2col vs implicit (BENCH_P10=1 bench_conv layer,
+// DS_CONV_WINOGRAD=0, medians of 3): the stems 3x224x224 -> 64 3x3 s2 (SqueezeNet 1.1) 0.289 vs
+// 0.263, -> 32 s2 p1 (MobileNet V2) 0.177 vs 0.147, -> 64 7x7 s2 p3 (ResNet-18) 1.39 vs 1.17;
+// 16x55x55 -> 64 3x3 0.328 vs 0.269; 64x27x27 -> 32 3x3 0.209 vs 0.133.
+// Narrower stride-1 layers: the GEMM runs
 // over the padded plane's full rows (n' = oh * wq columns, column oy*wq + x for x < wq; those
 // with x >= ow are computed and dropped), so row d = (ci, ky, kx) of B is the padded plane itself
 // from offset ci*hp*wq + ky*dil_h*wq + kx*dil_w: no im2col copy at all. Then the [o, n'] result is
@@ -234,9 +251,11 @@ Phases column_phases(const Conv2dParams& c) {
 // 5x5 p2 0.0079 vs 0.0036; but SqueezeNet 1.1 16x55x55 -> 64 3x3 (k = 2.25 m) 0.156 vs 0.166.
 // DS_CONV_ROWS=0 turns it off.
 bool implicit_rows(const GemmKernels& g, const Conv2dParams& c, int64_t m, int64_t k) {
-  if (!g.gemm_rows || c.stride_h != 1 || c.stride_w != 1 || k < 3 * m) return false;
+  if (!g.gemm_rows) return false;
   const char* force = std::getenv("DS_CONV_ROWS");
   if (force && force[0] == '0') return false;
+  if (c.ow >= kRowsMinWidth) return true;
+  if (c.stride_h != 1 || c.stride_w != 1 || k < 3 * m) return false;
   const int64_t wq = c.ow + (c.kw - 1) * c.dil_w;
   return wq * 4 <= c.ow * 5;
 }
@@ -278,27 +297,24 @@ Direct1x1Split split_direct_1x1(const GemmKernels& g, int64_t m, int64_t n, int 
   return s;
 }
 
-// Output rows at least this wide run the implicit path with wrapping GEMM columns (gemm.h,
-// GemmRowsB::width); narrower ones over the padded rows, then compacted.
-constexpr int64_t kRowsMinWidth = 16;
-
 // Workspace of the implicit path after the phases: the zeroed tail the last rows' dropped columns
 // read, the k offsets (int64), the [o, n'] result.
 int64_t rows_tail_floats(const Conv2dParams& c, int64_t nr) { return round16((c.kw - 1) * c.dil_w + nr + 16); }
 
-// Channels [c0, c1) of one image into their phases: out[((ci*s + px)*hp + yy)*wq + j] =
-// x[ci][yy - pad_top][j*s + px - pad_left], zero outside the input.
+// Channels [c0, c1) of one image into their phases: out[(((ci*sh + py)*s + px)*hp + r)*wq + j] =
+// x[ci][r*sh + py - pad_top][j*s + px - pad_left], zero outside the input.
 void build_phases(const Conv2dParams& c, const Phases& q, const float* x, int64_t c0, int64_t c1, float* out) {
   for (int64_t ci = c0; ci < c1; ++ci) {
     const float* xc = x + ci * c.h * c.w;
+    for (int64_t py = 0; py < q.sh; ++py)
     for (int64_t px = 0; px < q.s; ++px) {
       // Columns j with the input column j*s + px - pad_left inside [0, w).
       const int64_t first = px - c.pad_left;  // input column of j = 0
       const int64_t lo = std::min(q.wq, first >= 0 ? 0 : ceil_div(-first, q.s));
       const int64_t hi = std::max(lo, std::min(q.wq, c.w - 1 - first < 0 ? 0 : (c.w - 1 - first) / q.s + 1));
-      float* o = out + (ci * q.s + px) * q.hp * q.wq;
-      for (int64_t yy = 0; yy < q.hp; ++yy, o += q.wq) {
-        const int64_t iy = yy - c.pad_top;
+      float* o = out + ((ci * q.sh + py) * q.s + px) * q.hp * q.wq;
+      for (int64_t r = 0; r < q.hp; ++r, o += q.wq) {
+        const int64_t iy = r * q.sh + py - c.pad_top;
         if (iy < 0 || iy >= c.h || hi == lo) {
           zero_run(o, q.wq);
           continue;
@@ -648,6 +664,8 @@ int64_t image_workspace(const OpParams& p, const State* s, const std::vector<con
     }
     case Path::kGemmIm2col: {
       const Conv2dParams c = conv_params(p, *in[0], *in[1], os);
+      if (implicit_rows(*s->g, c, s->m, s->k) && c.ow >= kRowsMinWidth)
+        return round16(c.c * column_phases(c, true).floats()) + round16(2 * s->k);
       if (implicit_rows(*s->g, c, s->m, s->k)) {
         const Phases ph = column_phases(c);
         return round16(c.c * ph.floats()) + rows_tail_floats(c, s->g->nr) + round16(2 * s->k) +
@@ -1021,13 +1039,42 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       }
       return;
     }
-    const Phases ph = column_phases(c);
+    const bool implicit = implicit_rows(g, c, s->m, s->k), wrap = implicit && c.ow >= kRowsMinWidth;
+    const Phases ph = column_phases(c, wrap);
     float* phases = wsb;
     const int64_t per_ch = std::max<int64_t>(1, c.c / (4 * nth));
     parallel(tp, ceil_div(c.c, per_ch), work_or_inline(c.c * ph.floats(), kMinParallelFloats), [&](int64_t task, int) {
       build_phases(c, ph, xb, task * per_ch, std::min(c.c, (task + 1) * per_ch), phases);
     });
-    if (implicit_rows(g, c, s->m, s->k)) {
+    if (wrap) {
+      // The GEMM's columns are the output pixels, wrapping at the end of each output row over the
+      // phases' wq - ow extra columns: it writes the NCHW output with its epilogue directly.
+      int64_t* offs = reinterpret_cast<int64_t*>(phases + round16(c.c * ph.floats()));
+      for (int64_t ci = 0, d = 0; ci < cg; ++ci)
+        for (int64_t ky = 0; ky < c.kh; ++ky)
+          for (int64_t kx = 0; kx < c.kw; ++kx, ++d) {
+            const int64_t dy = ky * c.dil_h, dx = kx * c.dil_w;
+            offs[d] = (((ci * ph.sh + dy % ph.sh) * ph.s + dx % ph.s) * ph.hp + dy / ph.sh) * ph.wq + dx / ph.s;
+          }
+      const Direct1x1Split sp = split_direct_1x1(g, s->m, n, nth);
+      for (int64_t gi = 0; gi < c.group; ++gi) {
+        const GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);
+        parallel(tp, sp.tasks(), work_or_inline(s->m * s->k * n, kMinParallelMacs), [&](int64_t task, int) {
+          const int64_t j0 = (task % sp.col_tasks) * sp.col_step, j1 = std::min(n, j0 + sp.col_step);
+          const int64_t m0 = (task / sp.col_tasks) * sp.row_step, m1 = std::min(s->m, m0 + sp.row_step);
+          GemmParams t = gemm_slice(gp, g.mr, g.nr, m0, m1, j0, j1);
+          t.b.data = phases + gi * cg * ph.floats();
+          GemmRowsB rows;
+          rows.offsets = offs;
+          rows.width = c.ow;
+          rows.skip = ph.wq - c.ow;
+          rows.col0 = j0;
+          g.gemm_rows(t, rows);
+        });
+      }
+      return;
+    }
+    if (implicit) {
       float* tail = phases + c.c * ph.floats();
       float* tail_end = phases + round16(c.c * ph.floats()) + rows_tail_floats(c, g.nr);
       zero_run(tail, tail_end - tail);
@@ -1036,27 +1083,6 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       for (int64_t ci = 0, d = 0; ci < cg; ++ci)
         for (int64_t ky = 0; ky < c.kh; ++ky)
           for (int64_t kx = 0; kx < c.kw; ++kx) offs[d++] = (ci * ph.hp + ky * c.dil_h) * ph.wq + kx * c.dil_w;
-      if (c.ow >= kRowsMinWidth) {
-        // The GEMM's columns wrap at the end of each output row (skipping the padded plane's
-        // wq - ow extra columns), so it writes the NCHW output with its epilogue directly.
-        const Direct1x1Split sp = split_direct_1x1(g, s->m, n, nth);
-        for (int64_t gi = 0; gi < c.group; ++gi) {
-          const GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);
-          parallel(tp, sp.tasks(), work_or_inline(s->m * s->k * n, kMinParallelMacs), [&](int64_t task, int) {
-            const int64_t j0 = (task % sp.col_tasks) * sp.col_step, j1 = std::min(n, j0 + sp.col_step);
-            const int64_t m0 = (task / sp.col_tasks) * sp.row_step, m1 = std::min(s->m, m0 + sp.row_step);
-            GemmParams t = gemm_slice(gp, g.mr, g.nr, m0, m1, j0, j1);
-            t.b.data = phases + gi * cg * ph.floats();
-            GemmRowsB rows;
-            rows.offsets = offs;
-            rows.width = c.ow;
-            rows.skip = ph.wq - c.ow;
-            rows.col0 = j0;
-            g.gemm_rows(t, rows);
-          });
-        }
-        return;
-      }
       const int64_t nw = c.oh * ph.wq, panels = ceil_div(nw, g.nr);
       const int64_t per_task = ceil_div(panels, nth);
       for (int64_t gi = 0; gi < c.group; ++gi) {
