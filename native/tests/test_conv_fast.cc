@@ -190,6 +190,7 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},       // 1x1x1
       {1, 3, 40, 38, 20, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, true, 1},     // stem-like s2: implicit, row phases
       {1, 5, 37, 45, 13, 5, 3, 3, 2, 2, 1, 1, {2, 1, 0, 2}, false, 2},   // implicit, strides 3/2, dilation 2
+      {1, 8, 20, 24, 12, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 3},    // implicit, 2 groups
       // Large enough for the pool (small jobs run inline): im2col blocks, pointwise, pixels as
       // rows with a parallel im2col, depthwise planes.
       {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
