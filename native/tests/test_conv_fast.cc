@@ -188,10 +188,16 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       {1, 4, 8, 8, 8, 3, 3, 1, 1, 1, 1, 4, {1, 1, 1, 1}, true, 7},       // channel multiplier 2: GEMM
       {1, 5, 9, 9, 5, 3, 3, 1, 1, 2, 2, 5, {2, 2, 2, 2}, true, 0},       // dilated depthwise: reference
       {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},       // 1x1x1
+      {1, 3, 40, 38, 20, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, true, 1},     // stem-like s2: implicit, row phases
+      {1, 5, 37, 45, 13, 5, 3, 3, 2, 2, 1, 1, {2, 1, 0, 2}, false, 2},   // implicit, strides 3/2, dilation 2
+      {1, 8, 20, 24, 12, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 3},    // implicit, 2 groups
       // Large enough for the pool (small jobs run inline): im2col blocks, pointwise, pixels as
       // rows with a parallel im2col, depthwise planes.
       {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
       {1, 128, 30, 30, 128, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},
+      {1, 64, 14, 14, 300, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},   // pointwise, 7 panels: rows split too
+      {1, 3, 96, 96, 32, 3, 3, 2, 2, 1, 1, 1, {0, 0, 1, 1}, true, 6},     // implicit s2, split across threads
+      {1, 64, 13, 13, 96, 1, 1, 1, 1, 1, 1, 2, {0, 0, 0, 0}, false, 6},  // pointwise, 2 groups, partial panel
       {1, 128, 33, 33, 256, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, 0},  // 1x1 s2, parallel gather
       {1, 200, 12, 12, 160, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},
       {1, 32, 60, 60, 32, 3, 3, 1, 1, 1, 1, 32, {1, 1, 1, 1}, true, 6},

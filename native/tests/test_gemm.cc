@@ -7,6 +7,11 @@
 #include <string>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #include "core/dispatch.h"
 #include "harness.h"
 #include "kernel_tolerances.h"
@@ -235,8 +240,44 @@ void blocks_at(Isa isa) {
   check_case(isa, d, rng);
 }
 
+// `floats` floats that end right before an inaccessible page (Linux), so that a read past the
+// end faults; elsewhere a plain allocation.
+class GuardedFloats {
+ public:
+  explicit GuardedFloats(size_t floats) : n_(floats) {
+#if defined(__linux__)
+    const size_t page = size_t(sysconf(_SC_PAGESIZE)), bytes = (floats * sizeof(float) + page - 1) / page * page;
+    len_ = bytes + page;
+    void* m = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m != MAP_FAILED) {
+      base_ = static_cast<char*>(m);
+      mprotect(base_ + bytes, page, PROT_NONE);
+      data_ = reinterpret_cast<float*>(base_ + bytes) - floats;
+      return;
+    }
+#endif
+    own_.resize(floats);
+    data_ = own_.data();
+  }
+  ~GuardedFloats() {
+#if defined(__linux__)
+    if (base_) munmap(base_, len_);
+#endif
+  }
+  float* data() { return data_; }
+  size_t size() const { return n_; }
+
+ private:
+  size_t n_, len_ = 0;
+  char* base_ = nullptr;
+  float* data_ = nullptr;
+  std::vector<float> own_;
+};
+
 // GemmKernels::gemm_rows (B rows at arbitrary offsets of one buffer) against double loops: edge
 // sizes around the tile, every activation and bias kind, a residual, padded C rows left untouched.
+// B ends right before an inaccessible page, and one row starts n floats before it: the kernel may
+// read nothing past column n of a row.
 void gemm_rows_at(Isa isa) {
   if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
   const GemmKernels& g = *ds::kernels_for(isa).gemm;
@@ -252,8 +293,16 @@ void gemm_rows_at(Isa isa) {
       std::vector<int64_t> offs(static_cast<size_t>(k));
       const int64_t span = 4 * k + 50;  // rows overlap and come in any order, as conv taps do
       for (int64_t q = 0; q < k; ++q) offs[size_t(q)] = rng.below(uint32_t(span));
-      std::vector<float> src(size_t(span + (n + g.nr) + 16));
-      for (float& v : src) v = rng.uniform(-1.0f, 1.0f);
+      offs[size_t(rng.below(uint32_t(k)))] = span;  // a row that ends at the end of the buffer
+      // Contiguous rows, or columns that wrap every `width` over a skip (output rows in a padded
+      // plane), from column col0 on (a thread's slice).
+      ds::GemmRowsB rows;
+      rows.offsets = offs.data();
+      if (rng.below(2)) rows.width = 16 + rng.below(25), rows.skip = rng.below(8);
+      rows.col0 = rng.below(2) ? rng.below(50) : 0;
+      auto at = [&](int64_t x) { return rows.width ? (x / rows.width) * (rows.width + rows.skip) + x % rows.width : x; };
+      GuardedFloats src(size_t(span + at(rows.col0 + n - 1) + 1));
+      for (size_t i = 0; i < src.size(); ++i) src.data()[i] = rng.uniform(-1.0f, 1.0f);
       std::vector<float> a(size_t(m * k)), bias(size_t(std::max(m, n))), res(size_t(m * n));
       for (float& v : a) v = rng.uniform(-1.0f, 1.0f);
       for (float& v : bias) v = rng.uniform(-1.0f, 1.0f);
@@ -272,7 +321,7 @@ void gemm_rows_at(Isa isa) {
       p.residual = residual ? res.data() : nullptr;
       p.residual_row_stride = n;
       p.act = act, p.alpha = 0.1f, p.beta = 0.9f;
-      g.gemm_rows(p, offs.data());
+      g.gemm_rows(p, rows);
       int64_t bad = 0;
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < ldc; ++j) {
@@ -283,7 +332,7 @@ void gemm_rows_at(Isa isa) {
           }
           double t = 0, mag = 0;
           for (int64_t q = 0; q < k; ++q) {
-            const double x = double(a[size_t(i * k + q)]) * src[size_t(offs[size_t(q)] + j)];
+            const double x = double(a[size_t(i * k + q)]) * src.data()[size_t(offs[size_t(q)] + at(rows.col0 + j))];
             t += x, mag += std::fabs(x);
           }
           if (bias_kind) {
@@ -296,7 +345,9 @@ void gemm_rows_at(Isa isa) {
           bad += !(std::fabs(double(v) - w) <= allowed);
         }
       CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " gemm_rows m=" + std::to_string(m) + " n=" +
-                              std::to_string(n) + " k=" + std::to_string(k) + " act=" + std::to_string(act) + ": " +
+                              std::to_string(n) + " k=" + std::to_string(k) + " act=" + std::to_string(act) +
+                              " width=" + std::to_string(rows.width) + " skip=" + std::to_string(rows.skip) +
+                              " col0=" + std::to_string(rows.col0) + ": " +
                               std::to_string(bad) + " elements off");
       if (bad && ++failures > 5) return;
     }

@@ -61,12 +61,21 @@ struct GemmParams {
 // workspace: GemmKernels::workspace_floats floats, 64-byte aligned, owned by the calling thread.
 using GemmFn = void (*)(const GemmParams& p, float* workspace);
 
-// GEMM with B given by row offsets (implicit im2col of stride-1 convolutions computed over the
-// padded input's full rows): C[m, n] = act(A . B + bias + residual) with A packed (pack_a) and
-// B element (p, j) = p.b.data[b_offsets[p] + j], each row a contiguous run. p.b.packed, row and
-// column strides are ignored; B is read up to b_offsets[p] + round_up(n, nr) - 1 (the caller keeps
-// that readable; columns past n are computed and dropped). The whole K in one pass per tile.
-using GemmRowsFn = void (*)(const GemmParams& p, const int64_t* b_offsets);
+// GEMM with B given by row offsets (1x1 convolutions on the input plane itself, implicit im2col
+// of stride-1 convolutions on a padded plane): C[m, n] = act(A . B + bias + residual) with A packed
+// (pack_a) and B (p, j) = p.b.data[offsets[p] + at(col0 + j)]: C's columns are B's columns col0
+// .. col0 + n - 1 (a thread's slice). Without a width each B row is one contiguous run, at(x) = x.
+// With a width (>= 16), B's columns wrap as an output image's pixels do in a padded plane whose
+// rows are width + skip long: at(x) = (x / width) * (width + skip) + x % width. p.b.packed and the
+// strides are ignored.
+// Only B's columns are read (partial tiles load with masks, the skip is never read), so B may be
+// any tensor. The whole K in one pass per tile.
+struct GemmRowsB {
+  const int64_t* offsets = nullptr;
+  int64_t width = 0, skip = 0;
+  int64_t col0 = 0;
+};
+using GemmRowsFn = void (*)(const GemmParams& p, const GemmRowsB& b);
 
 // One ISA level's GEMM: its tile and cache blocking.
 struct GemmKernels {
@@ -121,7 +130,7 @@ inline GemmParams gemm_slice(const GemmParams& p, int32_t mr, int32_t nr, int64_
 void ds_f32_gemm__scalar(const GemmParams& p, float* workspace);
 void ds_f32_gemm__avx2(const GemmParams& p, float* workspace);
 void ds_f32_gemm__avx512(const GemmParams& p, float* workspace);
-void ds_f32_gemm_rows__avx512(const GemmParams& p, const int64_t* b_offsets);
+void ds_f32_gemm_rows__avx512(const GemmParams& p, const GemmRowsB& b);
 extern const GemmKernels ds_f32_gemm_kernels__scalar;
 extern const GemmKernels ds_f32_gemm_kernels__avx2;
 extern const GemmKernels ds_f32_gemm_kernels__avx512;

@@ -3,6 +3,8 @@
 // Compiled with -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma (native/cmake/x86_kernels.cmake).
 #include <immintrin.h>
 
+#include <algorithm>
+
 // GCC 12 flags the _mm512_undefined_ps() inside _mm512_max_ps/_mm512_min_ps as maybe-uninitialized.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -33,34 +35,76 @@ inline __m512 activate(__m512 v, int32_t act, __m512 alpha, __m512 beta) {
   }
 }
 
+// Where the two B vectors of a gemm_rows tile sit in each B row (kWrap): vector v is the lo_v
+// lanes at o_v and the hi_v lanes at o_v + skip (the next output row of a padded plane).
+struct RowsPanel {
+  int64_t o0, o1, skip;
+  __mmask16 lo0, hi0, lo1, hi1;
+};
+
 // ds_f32_gemm_ukernel_12x32__avx512 for R = 12 rows; R < 12 for the last rows of M. With
-// offsets (kRows), B step q is the 32 floats at b + offs[q] instead of a packed panel.
-template <int R, bool kRows>
+// offsets (kRows), B step q is the nr floats at b + offs[q] instead of a packed panel: read with
+// masks when the tile is partial (kMaskB), so nothing past column nr is touched, and with one
+// vector (NV = 1, a 12x16 tile: half the multiply-adds) when nr <= 16. kWrap: each vector is
+// assembled from two masked loads as *rp says (columns that cross an output row).
+template <int R, bool kRows, int NV = 2, bool kMaskB = false, bool kWrap = false>
 inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c,
-                         int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep) {
+                         int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep,
+                         const RowsPanel* rp = nullptr, int64_t a_step = kMr) {
   // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 31), _MM_HINT_T0);
-  }
-  __m512 acc0[R], acc1[R];
-#pragma GCC unroll 12
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
-  for (int64_t q = 0; q < kc; ++q) {
-    const float* bq = kRows ? b + offs[q] : b;
-    const __m512 b0 = _mm512_loadu_ps(bq), b1 = _mm512_loadu_ps(bq + 16);
-#pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r]);
-      acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
-    }
-    a += kMr;
-    if (!kRows) b += kNr;
+    if (NV == 2) _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 31), _MM_HINT_T0);
   }
   const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
+  __m512 acc0[R], acc1[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
+  // Up to 3 rows, 2-6 accumulator chains cannot hide the FMA latency (4 cycles, 2 pipes): odd k
+  // steps go to a second set (the 1-row tile of a 49- or 169-pixel GEMM ran at a third of the
+  // full tile's speed).
+  constexpr bool kTwoSets = R <= 3;
+  constexpr int kOdd = kTwoSets ? R : 1;
+  __m512 odd0[kOdd], odd1[kOdd];
+#pragma GCC unroll 3
+  for (int r = 0; r < kOdd; ++r) odd0[r] = odd1[r] = _mm512_setzero_ps();
+  int64_t o0 = 0, o1 = 16, skip = 0;
+  __mmask16 lo0 = 0, hi0 = 0, lo1 = 0, hi1 = 0;
+  if (kWrap) o0 = rp->o0, o1 = rp->o1, skip = rp->skip, lo0 = rp->lo0, hi0 = rp->hi0, lo1 = rp->lo1, hi1 = rp->hi1;
+  for (int64_t q = 0; q < kc; ++q) {
+    const float* bq = kRows ? b + offs[q] : b;
+    __m512 b0, b1;
+    if (kWrap) {
+      b0 = _mm512_mask_loadu_ps(_mm512_maskz_loadu_ps(lo0, bq + o0), hi0, bq + o0 + skip);
+      b1 = NV == 1 ? b0 : _mm512_mask_loadu_ps(_mm512_maskz_loadu_ps(lo1, bq + o1), hi1, bq + o1 + skip);
+    } else {
+      b0 = kMaskB ? _mm512_maskz_loadu_ps(m0, bq) : _mm512_loadu_ps(bq);
+      b1 = NV == 1 ? b0 : kMaskB ? _mm512_maskz_loadu_ps(m1, bq + 16) : _mm512_loadu_ps(bq + 16);
+    }
+    if (kTwoSets && (q & 1)) {
+#pragma GCC unroll 3
+      for (int r = 0; r < R; ++r) {
+        const __m512 av = _mm512_set1_ps(a[r]);
+        odd0[r] = _mm512_fmadd_ps(av, b0, odd0[r]);
+        if (NV == 2) odd1[r] = _mm512_fmadd_ps(av, b1, odd1[r]);
+      }
+    } else {
+#pragma GCC unroll 12
+      for (int r = 0; r < R; ++r) {
+        const __m512 av = _mm512_set1_ps(a[r]);
+        acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+        if (NV == 2) acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+      }
+    }
+    a += a_step;
+    if (!kRows) b += kNr;
+  }
+  if (kTwoSets) {
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) acc0[r] = _mm512_add_ps(acc0[r], odd0[r]), acc1[r] = _mm512_add_ps(acc1[r], odd1[r]);
+  }
   __m512 bc0 = _mm512_setzero_ps(), bc1 = _mm512_setzero_ps(), alpha = bc0, beta = bc0;
   if (ep) {
     if (ep->bias_col) bc0 = _mm512_maskz_loadu_ps(m0, ep->bias_col), bc1 = _mm512_maskz_loadu_ps(m1, ep->bias_col + 16);
@@ -73,7 +117,7 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
     __m512 v0 = acc0[r], v1 = acc1[r];
     if (accumulate) {
       v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, cr));
-      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
+      if (NV == 2) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, cr + 16));
     }
     if (ep) {
       if (ep->bias_row) {
@@ -88,34 +132,46 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
       if (ep->residual) {
         const float* rr = ep->residual + r * ep->residual_row_stride;
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, rr));
-        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, rr + 16));
+        if (NV == 2) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, rr + 16));
       }
       v0 = activate(v0, ep->act, alpha, beta);
-      v1 = activate(v1, ep->act, alpha, beta);
+      if (NV == 2) v1 = activate(v1, ep->act, alpha, beta);
     }
     _mm512_mask_storeu_ps(cr, m0, v0);
-    _mm512_mask_storeu_ps(cr + 16, m1, v1);
+    if (NV == 2) _mm512_mask_storeu_ps(cr + 16, m1, v1);
   }
 }
 
 template <int R>
 void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs, bool accumulate,
-             const x86::GemmTileEpilogue* ep) {
-  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep);
+             const x86::GemmTileEpilogue* ep, int64_t a_step) {
+  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step);
 }
 
 using RowsMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
-                                 float* c, int64_t c_rs, const x86::GemmTileEpilogue* ep);
+                                 float* c, int64_t c_rs, const x86::GemmTileEpilogue* ep, const RowsPanel* rp);
 
-template <int R>
+template <int R, int NV, bool kMaskB, bool kWrap>
 void ukernel_rows(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c, int64_t c_rs,
-                  const x86::GemmTileEpilogue* ep) {
-  ukernel_core<R, true>(nr, kc, a, b, offs, c, c_rs, false, ep);
+                  const x86::GemmTileEpilogue* ep, const RowsPanel* rp) {
+  ukernel_core<R, true, NV, kMaskB, kWrap>(nr, kc, a, b, offs, c, c_rs, false, ep, rp);
 }
 
-const RowsMicrokernel kRowsUkernels[kMr] = {ukernel_rows<1>, ukernel_rows<2>,  ukernel_rows<3>,  ukernel_rows<4>,
-                                            ukernel_rows<5>, ukernel_rows<6>,  ukernel_rows<7>,  ukernel_rows<8>,
-                                            ukernel_rows<9>, ukernel_rows<10>, ukernel_rows<11>, ukernel_rows<12>};
+template <int NV, bool kMaskB, bool kWrap>
+struct RowsTable {
+  static constexpr RowsMicrokernel k[kMr] = {
+      ukernel_rows<1, NV, kMaskB, kWrap>,  ukernel_rows<2, NV, kMaskB, kWrap>,  ukernel_rows<3, NV, kMaskB, kWrap>,
+      ukernel_rows<4, NV, kMaskB, kWrap>,  ukernel_rows<5, NV, kMaskB, kWrap>,  ukernel_rows<6, NV, kMaskB, kWrap>,
+      ukernel_rows<7, NV, kMaskB, kWrap>,  ukernel_rows<8, NV, kMaskB, kWrap>,  ukernel_rows<9, NV, kMaskB, kWrap>,
+      ukernel_rows<10, NV, kMaskB, kWrap>, ukernel_rows<11, NV, kMaskB, kWrap>, ukernel_rows<12, NV, kMaskB, kWrap>};
+};
+// [variant][rows - 1]: 0 = 32 contiguous columns, 1 = 17..31 (masked), 2 = 1..16 (one masked
+// vector); 3, 4 = two / one vector(s) that cross an output row.
+const RowsMicrokernel* const kRowsUkernels[5] = {RowsTable<2, false, false>::k, RowsTable<2, true, false>::k,
+                                                 RowsTable<1, true, false>::k, RowsTable<2, false, true>::k,
+                                                 RowsTable<1, false, true>::k};
+
+__mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1); }
 
 const x86::GemmMicrokernel kUkernels[kMr] = {ukernel<1>, ukernel<2>, ukernel<3>,  ukernel<4>,
                                               ukernel<5>, ukernel<6>, ukernel<7>,  ukernel<8>,
@@ -128,10 +184,30 @@ void ds_f32_gemm__avx512(const GemmParams& p, float* workspace) {
 }
 
 // Column panels outer, row tiles inner: a panel's B rows (a few input rows per channel) stay in
-// L1 across the row tiles while the packed A (m x k) streams from L2; the whole K per tile.
-void ds_f32_gemm_rows__avx512(const GemmParams& p, const int64_t* offs) {
+// L1 across the row tiles while the packed A (m x k) streams from L2; the whole K per tile. The
+// last, partial panel reads B with masks (nothing past column n) and, up to 16 columns, as a
+// 12x16 tile. With a width, a vector whose columns cross an output row is read as two masked
+// loads (the skip columns of the padded plane are never read nor computed).
+void ds_f32_gemm_rows__avx512(const GemmParams& p, const GemmRowsB& rb) {
+  const int64_t w = rb.width, pitch = rb.width + rb.skip;
   for (int64_t j = 0; j < p.n; j += kNr) {
     const int64_t nr = p.n - j < kNr ? p.n - j : kNr;
+    RowsPanel rp;
+    rp.skip = rb.skip;
+    int variant = nr == kNr ? 0 : nr > 16 ? 1 : 2;
+    // Vector v holds columns col0 + j + 16 v .. + 15: at o[v] in a B row, w - x of them left in
+    // their output row.
+    int64_t o[2];
+    __mmask16 lo[2], hi[2];
+    for (int v = 0; v < 2; ++v) {
+      const int64_t js = rb.col0 + j + 16 * v, valid = p.n - j - 16 * v, x = w > 0 ? js % w : 0;
+      o[v] = w > 0 ? (js / w) * pitch + x : js;
+      lo[v] = lanes(w > 0 ? std::min(w - x, valid) : valid);
+      hi[v] = w > 0 ? __mmask16(lanes(valid) & ~lanes(w - x)) : __mmask16(0);
+    }
+    rp.o0 = o[0], rp.o1 = o[1], rp.lo0 = lo[0], rp.hi0 = hi[0], rp.lo1 = lo[1], rp.hi1 = hi[1];
+    const float* b = p.b.data + o[0];
+    if (hi[0] || hi[1] || (nr > 16 && o[1] != o[0] + 16)) variant = nr > 16 ? 3 : 4, b = p.b.data;
     for (int64_t i = 0; i < p.m; i += kMr) {
       const int64_t mr = p.m - i < kMr ? p.m - i : kMr;
       float* c = p.c + i * p.c_row_stride + j;
@@ -143,7 +219,8 @@ void ds_f32_gemm_rows__avx512(const GemmParams& p, const int64_t* offs) {
       ep.act = p.act;
       ep.alpha = p.alpha;
       ep.beta = p.beta;
-      kRowsUkernels[mr - 1](nr, p.k, p.a.data + (i / kMr) * kMr * p.k, p.b.data + j, offs, c, p.c_row_stride, &ep);
+      kRowsUkernels[variant][mr - 1](nr, p.k, p.a.data + (i / kMr) * kMr * p.k, b, rb.offsets, c, p.c_row_stride,
+                                     &ep, &rp);
       if (p.act == 4 || p.act == 7) x86::gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);
     }
   }

@@ -1,7 +1,7 @@
 // The cache-blocked GEMM loop nest shared by the x86 levels, instantiated in each ISA's translation
 // unit with its microkernel (so it is compiled with that ISA's flags). Loop order (outer to inner):
 // N blocks of nc, K blocks of kc, M blocks of mc (A block packed into the workspace unless A is
-// packed already), then nr-wide and mr-high register tiles; an unpacked B is packed panel by panel
+// packed already or its rows are adjacent floats), then nr-wide and mr-high register tiles; an unpacked B is packed panel by panel
 // into the workspace during the first M block and reused by the others. A B panel
 // (kc x nr) stays in L1 while the mr x kc A panels of the M block stream from L2.
 #pragma once
@@ -24,9 +24,11 @@ struct GemmTileEpilogue {
 };
 
 // Microkernel: C tile (mr x nr, mr <= MR, nr <= NR) = (accumulate ? C : 0) + a . b over kc steps,
-// then the epilogue when ep is not null. a: kc steps of MR floats; b: kc steps of NR floats.
+// then the epilogue when ep is not null. a: kc steps of mr floats, a_step floats apart (MR in a
+// packed panel); b: kc steps of NR floats.
 using GemmMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, float* c,
-                                 int64_t c_row_stride, bool accumulate, const GemmTileEpilogue* ep);
+                                 int64_t c_row_stride, bool accumulate, const GemmTileEpilogue* ep,
+                                 int64_t a_step);
 
 // Sigmoid and tanh are applied by this scalar pass after the vector epilogue stored the tile.
 inline void gemm_tile_transcendental(int64_t mr, int64_t nr, float* c, int64_t c_row_stride,
@@ -69,10 +71,16 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
       for (int64_t ic = 0; ic < M; ic += Cfg::kMc) {
         const int64_t mc = M - ic < Cfg::kMc ? M - ic : Cfg::kMc;
         const float* a_blk;
-        int64_t a_panel_stride;
+        int64_t a_panel_stride, a_step = MR;
         if (p.a.packed) {
           a_blk = p.a.data + (ic / MR) * MR * K + pc * MR;
           a_panel_stride = MR * K;
+        } else if (p.a.row_stride == 1) {
+          // A's rows are adjacent floats (A is a transposed matrix, e.g. an NCHW plane with pixels
+          // as rows): the microkernel reads each k step's mr floats in place, no packing.
+          a_blk = p.a.data + ic + pc * p.a.col_stride;
+          a_panel_stride = MR;
+          a_step = p.a.col_stride;
         } else {
           ds_f32_gemm_pack(MR, mc, kc, p.a.data + ic * p.a.row_stride + pc * p.a.col_stride,
                            p.a.row_stride, p.a.col_stride, a_buf);
@@ -101,7 +109,7 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
               ep.beta = p.beta;
             }
             ukernels[mr - 1](nr, kc, a_blk + (ir / MR) * a_panel_stride, b_panel, c, p.c_row_stride,
-                             !first, last ? &ep : nullptr);
+                             !first, last ? &ep : nullptr, a_step);
             if (last && (p.act == 4 || p.act == 7)) gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);
           }
         }
