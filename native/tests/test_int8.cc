@@ -112,15 +112,21 @@ dsw::File conv_file(const QConv& q, std::vector<dsw::Attr> extra = {}, dsw::Tens
   return f;
 }
 
-// The docs/format.md formulas with plain integer loops.
-std::vector<float> expected_conv(const QConv& q, const std::vector<float>& x) {
+// quantize with the docs/format.md formula.
+std::vector<int64_t> quantized_input(const QConv& q, const std::vector<float>& x) {
   std::vector<int64_t> xq(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const float v = std::nearbyint(x[i] / q.in_scale) + float(q.x_zp);
     xq[i] = int64_t(std::min(255.0f, std::max(0.0f, v)));
   }
+  return xq;
+}
+
+// The docs/format.md formulas with plain integer loops: the conv's u8 outputs.
+std::vector<int64_t> expected_conv_u8(const QConv& q, const std::vector<float>& x) {
+  const std::vector<int64_t> xq = quantized_input(q, x);
   const int64_t cg = q.c / q.group, og = q.o / q.group;
-  std::vector<float> y;
+  std::vector<int64_t> y;
   for (int64_t b = 0; b < q.n; ++b)
     for (int64_t o = 0; o < q.o; ++o)
       for (int64_t oy = 0; oy < q.oh(); ++oy)
@@ -137,9 +143,14 @@ std::vector<float> expected_conv(const QConv& q, const std::vector<float>& x) {
               }
           const int n = 31 + q.shift[size_t(o)];
           const int64_t r = (acc * q.mult[size_t(o)] + (int64_t(1) << (n - 1))) >> n;
-          const int64_t u = std::min<int64_t>(q.act_max, std::max<int64_t>(q.act_min, q.y_zp + r));
-          y.push_back((float(u) - float(q.y_zp)) * q.out_scale);
+          y.push_back(std::min<int64_t>(q.act_max, std::max<int64_t>(q.act_min, q.y_zp + r)));
         }
+  return y;
+}
+
+std::vector<float> expected_conv(const QConv& q, const std::vector<float>& x) {
+  std::vector<float> y;
+  for (int64_t u : expected_conv_u8(q, x)) y.push_back((float(u) - float(q.y_zp)) * q.out_scale);
   return y;
 }
 
@@ -251,6 +262,89 @@ TEST(qconv2d_threads_split_the_same_way_bit_for_bit) {
     for (int threads : {2, 3}) {
       const Result r = run_threads(conv_file(q), x, {q.n, q.c, q.h, q.w}, threads);
       CHECK_MSG(r.status == DS_OK && r.y == want, "qconv2d differs at " + std::to_string(threads) + " threads " + r.error);
+    }
+  }
+}
+
+// A qadd after a qconv2d, the session's fused pair. The add's other operand is the quantized input
+// (the conv keeps the shape: stride 1, "same" padding).
+struct QAddAttrs {
+  int32_t a_zp = 0, b_zp = 0, y_zp = 90, act_min = 3, act_max = 250, shift = 1;
+  int64_t a_mult = 0, b_mult = 0;
+  float out_scale = 0.08f;
+};
+
+// x -> quantize -> qconv2d -> qadd(conv, qx) (conv_is_a) or qadd(qx, conv) -> dequantize. With
+// export_conv the conv's output is a second graph output, so the session cannot fuse the add
+// (the unfused graph).
+dsw::File residual_file(const QConv& q, const QAddAttrs& a, bool conv_is_a, bool export_conv) {
+  dsw::File f = conv_file(q);
+  const uint32_t qx = f.nodes[0].outputs[0], c = f.nodes[1].outputs[0], conv_y = f.outputs[0];
+  const uint32_t sum = add_u8(f, "sum", {q.n, q.o, q.oh(), q.ow()});
+  f.add_node(29, "add", conv_is_a ? std::vector<uint32_t>{c, qx} : std::vector<uint32_t>{qx, c}, sum,
+             {dsw::attr_int("a_zero_point", a.a_zp), dsw::attr_int("b_zero_point", a.b_zp),
+              dsw::attr_int("y_zero_point", a.y_zp), dsw::attr_int("a_multiplier", a.a_mult),
+              dsw::attr_int("b_multiplier", a.b_mult), dsw::attr_int("shift", a.shift),
+              dsw::attr_int("act_min", a.act_min), dsw::attr_int("act_max", a.act_max)});
+  const uint32_t y = f.add_value("out", {q.n, q.o, q.oh(), q.ow()});
+  f.add_node(26, "dequant_sum", {sum}, y, {attr_float("scale", a.out_scale), dsw::attr_int("zero_point", a.y_zp)});
+  f.outputs = {y};
+  if (export_conv) f.outputs.push_back(conv_y);
+  else f.nodes.erase(f.nodes.begin() + 2);  // the conv's dequantize: the add is its only reader
+  return f;
+}
+
+TEST(qconv2d_fused_qadd_is_bit_identical_to_the_two_nodes) {
+  // Every qconv2d path (1x1 direct, channel quads in place, taps packed, transposed few-pixel,
+  // depthwise, grouped), both operand orders, at every level and 1-3 threads: the fused graph
+  // against the unfused one and both against the integer loops.
+  tiny::Rng rng(21);
+  const QConv shapes[] = {
+      [] { QConv q; q.c = 16; q.o = 16; q.kh = q.kw = 1; q.pad = 0; q.h = 9; q.w = 11; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 40; q.o = 40; q.kh = q.kw = 1; q.pad = 0; q.h = 30; q.w = 29; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 8; q.h = 10; q.w = 10; q.act_min = 20; q.act_max = 230; return q; }(),
+      [] { QConv q; q.c = 6; q.o = 6; q.h = 7; q.w = 9; return q; }(),
+      [] { QConv q; q.c = 64; q.o = 64; q.h = 9; q.w = 9; return q; }(),
+      [] { QConv q; q.c = 24; q.o = 24; q.group = 24; q.h = 12; q.w = 13; return q; }(),
+      [] { QConv q; q.c = 12; q.o = 12; q.group = 3; q.h = 8; q.w = 8; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 5; q.o = 5; q.kh = q.kw = 5; q.pad = 2; q.h = 7; q.w = 6; return q; }(),
+  };
+  for (const QConv& shape : shapes) {
+    const QConv q = random_conv(rng, shape);
+    const std::vector<float> x = opt::random_vec(rng, size_t(q.n * q.c * q.h * q.w), -7, 7);
+    const std::vector<int64_t> xq = quantized_input(q, x), conv = expected_conv_u8(q, x);
+    for (bool conv_is_a : {true, false}) {
+      QAddAttrs a;
+      a.a_zp = conv_is_a ? q.y_zp : q.x_zp, a.b_zp = conv_is_a ? q.x_zp : q.y_zp;
+      a.a_mult = int64_t((1u << 30) + uint32_t(rng.uniform(0, 1 << 30)));
+      a.b_mult = int64_t((1u << 29) + uint32_t(rng.uniform(0, 1 << 30)));
+      a.shift = int32_t(rng.uniform(0, 3));
+      std::vector<float> want;
+      for (size_t i = 0; i < conv.size(); ++i) {
+        const int64_t va = conv_is_a ? conv[i] : xq[i], vb = conv_is_a ? xq[i] : conv[i];
+        const int64_t v = (va - a.a_zp) * a.a_mult + (vb - a.b_zp) * a.b_mult;
+        const int n = 31 + a.shift;
+        const int64_t u = std::min<int64_t>(a.act_max, std::max<int64_t>(a.act_min, a.y_zp + ((v + (int64_t(1) << (n - 1))) >> n)));
+        want.push_back((float(u) - float(a.y_zp)) * a.out_scale);
+      }
+      const dsw::File fused = residual_file(q, a, conv_is_a, false), unfused = residual_file(q, a, conv_is_a, true);
+      int ran = 0;
+      for (const char* isa : kIsas) {
+        setenv("DS_FORCE_ISA", isa, 1);
+        for (int threads : {1, 2, 3}) {
+          const Result rf = run_threads(fused, x, {q.n, q.c, q.h, q.w}, threads);
+          if (rf.status == DS_ERR_INVALID_ARG && rf.error.find("DS_FORCE_ISA") != std::string::npos) break;
+          ++ran;
+          const Result ru = run_threads(unfused, x, {q.n, q.c, q.h, q.w}, threads);
+          const std::string where = std::string(isa) + ", " + std::to_string(threads) + " threads, conv as " +
+                                    (conv_is_a ? "a" : "b") + ", C " + std::to_string(q.c) + " group " +
+                                    std::to_string(q.group) + " " + std::to_string(q.kh) + "x" + std::to_string(q.kw);
+          CHECK_MSG(rf.status == DS_OK && rf.y == want, "fused qconv2d + qadd differs at " + where + " " + rf.error);
+          CHECK_MSG(ru.status == DS_OK && ru.y == want, "unfused qconv2d + qadd differs at " + where + " " + ru.error);
+        }
+      }
+      unsetenv("DS_FORCE_ISA");
+      CHECK(ran > 0);
     }
   }
 }
