@@ -1,6 +1,7 @@
 // The int8 ops (25-32) through the C API: results against integer loops written here, at every ISA
 // level this machine runs (DS_FORCE_ISA), and malformed quantized files refused at load with
 // DS_ERR_FORMAT naming the node and the attribute or input.
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -346,6 +347,69 @@ TEST(qconv2d_fused_qadd_is_bit_identical_to_the_two_nodes) {
       unsetenv("DS_FORCE_ISA");
       CHECK(ran > 0);
     }
+  }
+}
+
+TEST(qdense_matches_integer_loops_at_every_isa_and_thread_count) {
+  // Large enough (M * K >= 65536) for the packed weights to be split between threads; batch 3,
+  // a partial last panel, K not a multiple of 4.
+  tiny::Rng rng(23);
+  for (const auto& [n, k, m] : {std::array<int64_t, 3>{3, 1283, 101}, std::array<int64_t, 3>{1, 640, 130},
+                                std::array<int64_t, 3>{2, 37, 9}}) {
+    const float in_scale = 0.05f, out_scale = 0.2f;
+    const int32_t x_zp = 117, y_zp = 9, act_min = 4, act_max = 251;
+    std::vector<int8_t> w(size_t(m * k));
+    for (auto& v : w) v = int8_t(int(rng.uniform(0, 255)) - 127);
+    std::vector<int32_t> bias, mult, shift;
+    for (int64_t j = 0; j < m; ++j) {
+      bias.push_back(int32_t(rng.uniform(-5000, 5000)));
+      mult.push_back(int32_t((1u << 30) + uint32_t(rng.uniform(0, 1 << 30))));
+      shift.push_back(int32_t(rng.uniform(8, 14)));
+    }
+    dsw::File f;
+    const uint32_t x = f.add_value("x", {n, k});
+    f.inputs = {x};
+    const uint32_t qx = add_u8(f, "qx", {n, k});
+    f.add_node(25, "quant", {x}, qx, {attr_float("scale", in_scale), dsw::attr_int("zero_point", x_zp)});
+    const uint32_t wi = add_const(f, tensor("w", 2, {uint64_t(m), uint64_t(k)}, w));
+    const uint32_t bi = add_const(f, tensor("b", 4, {uint64_t(m)}, bias));
+    const uint32_t mi = add_const(f, tensor("m", 4, {uint64_t(m)}, mult));
+    const uint32_t si = add_const(f, tensor("s", 4, {uint64_t(m)}, shift));
+    const uint32_t c = add_u8(f, "c", {n, m});
+    f.add_node(28, "fc", {qx, wi, bi, mi, si}, c,
+               {dsw::attr_int("x_zero_point", x_zp), dsw::attr_int("y_zero_point", y_zp),
+                dsw::attr_int("act_min", act_min), dsw::attr_int("act_max", act_max)});
+    const uint32_t y = f.add_value("y", {n, m});
+    f.add_node(26, "dequant", {c}, y, {attr_float("scale", out_scale), dsw::attr_int("zero_point", y_zp)});
+    f.outputs = {y};
+    const std::vector<float> xv = opt::random_vec(rng, size_t(n * k), -6, 6);
+    std::vector<float> want;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t j = 0; j < m; ++j) {
+        int64_t acc = bias[size_t(j)];
+        for (int64_t t = 0; t < k; ++t) {
+          const float v = std::nearbyint(xv[size_t(b * k + t)] / in_scale) + float(x_zp);
+          acc += (int64_t(std::min(255.0f, std::max(0.0f, v))) - x_zp) * w[size_t(j * k + t)];
+        }
+        const int sh = 31 + shift[size_t(j)];
+        const int64_t r = (acc * mult[size_t(j)] + (int64_t(1) << (sh - 1))) >> sh;
+        const int64_t u = std::min<int64_t>(act_max, std::max<int64_t>(act_min, y_zp + r));
+        want.push_back((float(u) - float(y_zp)) * out_scale);
+      }
+    int ran = 0;
+    for (const char* isa : kIsas) {
+      setenv("DS_FORCE_ISA", isa, 1);
+      for (int threads : {1, 2, 3}) {
+        const Result r = run_threads(f, xv, {n, k}, threads);
+        if (r.status == DS_ERR_INVALID_ARG && r.error.find("DS_FORCE_ISA") != std::string::npos) break;
+        ++ran;
+        CHECK_MSG(r.status == DS_OK && r.y == want, std::string("qdense differs at ") + isa + ", " +
+                                                        std::to_string(threads) + " threads, k " + std::to_string(k) +
+                                                        " " + r.error);
+      }
+    }
+    unsetenv("DS_FORCE_ISA");
+    CHECK(ran > 0);
   }
 }
 
@@ -698,6 +762,39 @@ TEST(qu8_dwconv_and_dense_kernels_match_the_reference) {
       ds::ds_qu8_dense__scalar(1, k, m, x_zp, q, x.data(), w.data(), {bias.data(), mult.data(), shift.data()}, want.data());
       lv.k->dense(k, x.data(), w.data(), 0, m, {folded.data(), mult.data(), shift.data()}, q, got.data());
       CHECK_MSG(got == want, std::string(lv.name) + " dense differs");
+    }
+    // The packed form: partial panels, depth tails, a row range starting past panel 0.
+    if (!lv.k->dense_packed) continue;
+    for (int64_t k : {1, 3, 4, 7, 8, 64, 65, 130, 1280}) {
+      for (int64_t m : {1, 16, 17, 32, 45, 100}) {
+        std::vector<uint8_t> x(static_cast<size_t>(k));
+        std::vector<int8_t> w(size_t(m * k));
+        for (auto& v : x) v = uint8_t(rng.uniform(0, 255));
+        for (auto& v : w) v = int8_t(int(rng.uniform(0, 255)) - 128);
+        const int32_t x_zp = int32_t(rng.uniform(0, 255));
+        std::vector<int32_t> bias, folded, mult, shift;
+        for (int64_t j = 0; j < m; ++j) {
+          bias.push_back(int32_t(rng.uniform(-20000, 20000)));
+          int64_t sum = 0;
+          for (int64_t t = 0; t < k; ++t) sum += w[size_t(j * k + t)];
+          folded.push_back(int32_t(bias.back() - x_zp * sum));
+          mult.push_back(int32_t(rng.uniform(0, 2147483520.0f)));
+          shift.push_back(rand_shift(rng));
+        }
+        const ds::QuantOut q{int32_t(rng.uniform(0, 255)), 2, 250};
+        std::vector<uint8_t> want(static_cast<size_t>(m)), got(static_cast<size_t>(m), 0);
+        ds::ds_qu8_dense__scalar(1, k, m, x_zp, q, x.data(), w.data(), {bias.data(), mult.data(), shift.data()},
+                                 want.data());
+        std::vector<uint8_t> packed(size_t(lv.k->dense_packed_bytes(m, k)));
+        lv.k->dense_pack(m, k, w.data(), packed.data());
+        const int64_t split = std::min(m, lv.k->dense_rows);  // two calls: [0, split) and [split, m)
+        const ds::QChannelParams ch{folded.data(), mult.data(), shift.data()};
+        lv.k->dense_packed(k, x.data(), reinterpret_cast<const int8_t*>(packed.data()), 0, split, ch, q, got.data());
+        if (split < m)
+          lv.k->dense_packed(k, x.data(), reinterpret_cast<const int8_t*>(packed.data()), split, m, ch, q, got.data());
+        CHECK_MSG(got == want, std::string(lv.name) + " dense_packed differs at k=" + std::to_string(k) +
+                                   " m=" + std::to_string(m));
+      }
     }
   }
 }

@@ -258,6 +258,12 @@ struct QKernels {
   // ds_qu8_global_avgpool__scalar's contract; null: that kernel.
   void (*global_avgpool)(int64_t planes, int64_t size, int32_t x_zp, int32_t y_zp, int32_t mult, int32_t shift,
                          const uint8_t* x, uint8_t* y) = nullptr;
+  // qdense with the weights packed once (dense_pack into dense_packed_bytes): QDenseKernel's
+  // contract with w the packed weights and m0 a multiple of dense_rows; null: `dense`.
+  int64_t (*dense_packed_bytes)(int64_t m, int64_t k) = nullptr;
+  void (*dense_pack)(int64_t m, int64_t k, const int8_t* w, void* dst) = nullptr;
+  QDenseKernel dense_packed = nullptr;
+  int64_t dense_rows = 1;
 };
 
 extern const QKernels ds_qkernels__scalar;

@@ -284,6 +284,48 @@ void gemm_t(const QGemmTParams& p) {
   }
 }
 
+// qdense over the weights packed as for gemm_t ([panel of 32 rows][k/4][32][4]): per panel the 32
+// rows are the lanes of two accumulators and each step broadcasts four bytes of x, so the weights
+// stream in order and no horizontal sums are needed; even and odd depth groups go to separate
+// accumulators (four chains), added at the end (exact: int32 sums without overflow).
+void dense_packed(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1, const QChannelParams& ch,
+                  const QuantOut& q, uint8_t* y) {
+  const int64_t g_count = groups(k), full = k / kKr;
+  int32_t tail = 0;  // the last, partial depth group of x (the packed weights are zero past k)
+  std::memcpy(&tail, x + full * kKr, size_t(k - full * kKr));
+  const RequantRange range(q);
+  for (int64_t i0 = m0; i0 < m1; i0 += 32) {
+    const int64_t rows = std::min<int64_t>(32, m1 - i0);
+    const int8_t* wp = w + (i0 / 32) * 32 * g_count * kKr;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, b0 = a0, b1 = a0;
+    int64_t g = 0;
+    for (; g + 2 <= full; g += 2) {
+      const __m512i xa = _mm512_set1_epi32(*reinterpret_cast<const packed_x32*>(x + g * kKr));
+      const __m512i xb = _mm512_set1_epi32(*reinterpret_cast<const packed_x32*>(x + g * kKr + kKr));
+      a0 = _mm512_dpbusd_epi32(a0, xa, _mm512_loadu_si512(wp + g * 128));
+      a1 = _mm512_dpbusd_epi32(a1, xa, _mm512_loadu_si512(wp + g * 128 + 64));
+      b0 = _mm512_dpbusd_epi32(b0, xb, _mm512_loadu_si512(wp + g * 128 + 128));
+      b1 = _mm512_dpbusd_epi32(b1, xb, _mm512_loadu_si512(wp + g * 128 + 192));
+    }
+    for (; g < g_count; ++g) {
+      const __m512i xa = _mm512_set1_epi32(g < full ? *reinterpret_cast<const packed_x32*>(x + g * kKr) : tail);
+      a0 = _mm512_dpbusd_epi32(a0, xa, _mm512_loadu_si512(wp + g * 128));
+      a1 = _mm512_dpbusd_epi32(a1, xa, _mm512_loadu_si512(wp + g * 128 + 64));
+    }
+    const int64_t lo = std::min<int64_t>(16, rows), hi = rows - lo;
+    LaneRequant rq;
+    rq.set(ch.multiplier + i0, ch.shift + i0, lo);
+    const __m512i acc0 = _mm512_add_epi32(_mm512_add_epi32(a0, b0), _mm512_maskz_loadu_epi32(qu8_mask16(lo), ch.bias + i0));
+    _mm_mask_storeu_epi8(y + i0, qu8_mask16(lo), rq(acc0, range));
+    if (hi > 0) {
+      rq.set(ch.multiplier + i0 + 16, ch.shift + i0 + 16, hi);
+      const __m512i acc1 =
+          _mm512_add_epi32(_mm512_add_epi32(a1, b1), _mm512_maskz_loadu_epi32(qu8_mask16(hi), ch.bias + i0 + 16));
+      _mm_mask_storeu_epi8(y + i0 + 16, qu8_mask16(hi), rq(acc1, range));
+    }
+  }
+}
+
 // Four packed weights as one int32 to broadcast (the packed buffer is bytes).
 typedef int32_t __attribute__((may_alias, aligned(1))) packed_i32;
 
@@ -410,6 +452,8 @@ extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kern
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
                                                  ds_qu8_dequantize__avx512,   ds_u8_maxpool2d__avx512,
-                                                 ds_qu8_global_avgpool__avx512};
+                                                 ds_qu8_global_avgpool__avx512, packed_wt_bytes,
+                                                 pack_wt,                     dense_packed,
+                                                 32};
 
 }  // namespace ds
