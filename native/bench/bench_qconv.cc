@@ -4,6 +4,7 @@
 // nanoseconds per output. Inputs are random; the results are not checked here.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,10 @@ int main(int argc, char** argv) {
   const ds::CpuFeatures& f = ds::cpu_features();
   const ds::QKernels& k = f.avx512vnni ? ds::ds_qkernels__avx512vnni : ds::ds_qkernels__avx2;
   std::printf("int8 kernels: %s\n", k.isa);
+  if (dw_only && argc == 5) {  // `dw C H STRIDE`: that layer only (for perf)
+    bench_dw(k, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]));
+    return 0;
+  }
   // MobileNet V2 depthwise layers
   const int64_t dw[][3] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2}, {192, 28, 1},
                            {192, 28, 2}, {384, 14, 1}, {576, 14, 1}, {576, 14, 2}, {960, 7, 1}};
