@@ -2,6 +2,7 @@
 // (batch 1, one thread): the depthwise 3x3 kernel, and for 1x1 / GEMM layers the activation
 // packing and the GEMM with its requantization epilogue apart. Prints microseconds per call and
 // nanoseconds per output. Inputs are random; the results are not checked here.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,13 @@ namespace {
 // Runs fn until at least 0.1 s have passed; returns seconds per call (the best of 3 rounds).
 template <typename Fn>
 double time_per_call(Fn fn) {
+  // BENCH_QCONV_CALLS=N: exactly N calls, one round (a fixed amount of work, for `perf stat`).
+  if (const char* calls = std::getenv("BENCH_QCONV_CALLS")) {
+    const int n = std::max(1, std::atoi(calls));
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n;
+  }
   double best = 1e30;
   for (int round = 0; round < 3; ++round) {
     int calls = 0;
@@ -96,6 +104,10 @@ int main(int argc, char** argv) {
   std::printf("int8 kernels: %s\n", k.isa);
   if (dw_only && argc == 5) {  // `dw C H STRIDE`: that layer only (for perf)
     bench_dw(k, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]));
+    return 0;
+  }
+  if (argc == 5 && std::string(argv[1]) == "gemm") {  // `gemm M K N`: that GEMM only
+    bench_gemm(*k.gemm, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]));
     return 0;
   }
   // MobileNet V2 depthwise layers
