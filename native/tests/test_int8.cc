@@ -943,6 +943,8 @@ TEST(u8_maxpool2d_kernels_match_the_scalar_one) {
       ds::Pool2dParams p{};
       p.n = 1 + int64_t(rng.uniform(0, 1.99f)), p.c = 1 + int64_t(rng.uniform(0, 4.99f));
       p.h = 1 + int64_t(rng.uniform(0, 20.99f)), p.w = 1 + int64_t(rng.uniform(0, rep % 4 == 0 ? 150.99f : 40.99f));
+      // Wide and tall: the AVX-512 kernel's row blocks (32 KiB of window rows) come in several.
+      if (rep % 10 == 1) p.h = 40 + int64_t(rng.uniform(0, 60.99f)), p.w = 600 + int64_t(rng.uniform(0, 1400.99f));
       p.kh = 1 + int64_t(rng.uniform(0, 3.99f)), p.kw = 1 + int64_t(rng.uniform(0, 3.99f));
       p.stride_h = 1 + int64_t(rng.uniform(0, 2.99f)), p.stride_w = 1 + int64_t(rng.uniform(0, 2.99f));
       p.dil_h = 1 + int64_t(rng.uniform(0, 1.99f)), p.dil_w = 1 + int64_t(rng.uniform(0, 1.99f));
