@@ -76,6 +76,13 @@ void bench_dw(const ds::QKernels& k, int64_t c, int64_t h, int64_t stride) {
   if (k.dwconv == ds::ds_qu8_dwconv3x3__avx512vnni)  // its two kernels apart
     std::printf("   channels in lanes %8.1f us  planes %8.1f us", time(ds::ds_qu8_dwconv3x3_cl__avx512vnni) * 1e6,
                 time(ds::ds_qu8_dwconv3x3_planes__avx512vnni) * 1e6);
+  if (k.dw_packed_bytes && k.dw_packed_bytes(q) > 0) {  // constants packed once, as a session runs it
+    std::vector<uint8_t> packed(size_t(k.dw_packed_bytes(q)));
+    k.dw_pack(q, reinterpret_cast<const int8_t*>(w.data()), ch.params(), packed.data());
+    std::printf("   packed %8.1f us", time_per_call([&] {
+                  k.dwconv_packed(q, x.data(), packed.data(), ws.data(), y.data(), 0, c);
+                }) * 1e6);
+  }
   std::printf("\n");
 }
 

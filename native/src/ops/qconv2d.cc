@@ -64,6 +64,10 @@ Conv2dParams conv_params(const OpParams& p, const Shape& x, const Shape& w, int6
 struct State {
   const QGemmKernels* gemm = nullptr;  // GEMM path
   QDwConvKernel dw = nullptr;          // depthwise path
+  // Depthwise with per-channel constants packed once (QKernels::dwconv_packed), when the level has
+  // a kernel for the shape.
+  void (*dw_packed)(const QConv2dParams&, const uint8_t*, const void*, uint8_t*, uint8_t*, int64_t, int64_t) = nullptr;
+  std::vector<uint8_t> dw_consts;
   std::vector<int32_t> bias;           // zero-point term folded in
   std::vector<uint8_t> packed_w;       // per group, group_bytes each
   int64_t group_bytes = 0;
@@ -121,6 +125,14 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   if (cg == 1 && og == 1 && kt.q->dwconv) {
     s->dw = kt.q->dwconv;
     s->ws_bytes = (ds_qu8_dwconv_workspace(c) + 63) / 64 * 64;
+    const QConv2dParams qc{c, p.zp, {p.y_zp, p.act_min, p.act_max}};
+    const int64_t bytes = kt.q->dw_packed_bytes ? kt.q->dw_packed_bytes(qc) : 0;
+    if (bytes > 0) {
+      s->dw_consts.resize(size_t(bytes));
+      kt.q->dw_pack(qc, w, {s->bias.data(), static_cast<const int32_t*>(in[3].data), static_cast<const int32_t*>(in[4].data)},
+                    s->dw_consts.data());
+      s->dw_packed = kt.q->dwconv_packed;
+    }
   } else if (kt.q->gemm) {
     const QGemmKernels& g = *kt.q->gemm;
     s->gemm = &g;
@@ -434,7 +446,8 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
       uint8_t* yb = y + b * c.o * pixels;
       parallel(ctx.pool, blocks, [&](int64_t t, int thread) {
         const int64_t c0 = t * per, c1 = std::min(c.c, (t + 1) * per);
-        s.dw(one, xb, w, ch, ws + thread * s.ws_bytes, yb, c0, c1);
+        if (s.dw_packed) s.dw_packed(one, xb, s.dw_consts.data(), ws + thread * s.ws_bytes, yb, c0, c1);
+        else s.dw(one, xb, w, ch, ws + thread * s.ws_bytes, yb, c0, c1);
         if (fuse) (*fuse)(yb + c0 * pixels, yb + c0 * pixels, (c1 - c0) * pixels);
       });
     }

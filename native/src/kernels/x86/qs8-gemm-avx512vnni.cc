@@ -454,6 +454,7 @@ extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kern
                                                  ds_qu8_dequantize__avx512,   ds_u8_maxpool2d__avx512,
                                                  ds_qu8_global_avgpool__avx512, packed_wt_bytes,
                                                  pack_wt,                     dense_packed,
-                                                 32};
+                                                 32,                          ds_qu8_dw3x3_packed_bytes__avx512vnni,
+                                                 ds_qu8_dw3x3_pack__avx512vnni, ds_qu8_dwconv3x3_packed__avx512vnni};
 
 }  // namespace ds

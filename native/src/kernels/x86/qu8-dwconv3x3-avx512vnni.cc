@@ -233,48 +233,60 @@ struct ClBlock {
   int mode;  // ClMode
 };
 
-void setup_block(const QConv2dParams& q, const int8_t* w, const QChannelParams& ch, int64_t c0, int64_t nch,
-                 ClBlock& b) {
-  // Per channel (and per channel parity for the 64-bit constants), then broadcast per vector g.
-  alignas(64) int32_t bias[16], wa[3][16], wb[3][16];
-  alignas(64) int64_t mult[2][8], round[2][8], count[2][8];
-  alignas(64) int32_t round32[16], count32[16];
+// The per-channel constants of a block of 16 channels before broadcasting: computed per call, or
+// once per session (ds_qu8_dw3x3_pack__avx512vnni).
+struct alignas(64) ClConsts {
+  int32_t bias[16], wa[3][16], wb[3][16], round32[16], count32[16];
+  int64_t mult[2][8], round[2][8], count[2][8];
+  int32_t mode;  // ClMode
+};
+
+void pack_consts(const QConv2dParams& q, const int8_t* w, const QChannelParams& ch, int64_t c0, int64_t nch,
+                 ClConsts& k) {
   bool narrow = true, high = true;
   for (int c = 0; c < 16; ++c) {
     const int32_t n = c < nch ? 31 + ch.shift[c0 + c] : 33;  // lanes past nch: multiplier 0
     if (n < 32 || n > 52) narrow = false;
     if (n < 33 || n > 52) high = false;
   }
-  b.mode = high ? kHigh : narrow ? kNarrow : kWide;
+  k.mode = high ? kHigh : narrow ? kNarrow : kWide;
   const int64_t y_zp = q.out.y_zp;
   for (int c = 0; c < 16; ++c) {
     const bool on = c < nch;
     const int32_t n = on ? 31 + ch.shift[c0 + c] : 33;
-    bias[c] = on ? ch.bias[c0 + c] : 0;
-    mult[c & 1][c >> 1] = on ? ch.multiplier[c0 + c] : 0;
-    round[c & 1][c >> 1] = (int64_t(1) << (n - 1)) + (narrow ? y_zp << n : 0);
-    count[c & 1][c >> 1] = narrow && (c & 1) ? n - 32 : n;
-    if (high) round32[c] = int32_t((int64_t(1) << (n - 33)) + (y_zp << (n - 32))), count32[c] = n - 32;
+    k.bias[c] = on ? ch.bias[c0 + c] : 0;
+    k.mult[c & 1][c >> 1] = on ? ch.multiplier[c0 + c] : 0;
+    k.round[c & 1][c >> 1] = (int64_t(1) << (n - 1)) + (narrow ? y_zp << n : 0);
+    k.count[c & 1][c >> 1] = narrow && (c & 1) ? n - 32 : n;
+    k.round32[c] = high ? int32_t((int64_t(1) << (n - 33)) + (y_zp << (n - 32))) : 0;
+    k.count32[c] = high ? n - 32 : 0;
     const int8_t* wc = w + (c0 + c) * 9;
     for (int ky = 0; ky < 3; ++ky) {
       const uint32_t w0 = on ? uint8_t(wc[ky * 3]) : 0, w1 = on ? uint8_t(wc[ky * 3 + 1]) : 0,
                      w2 = on ? uint8_t(wc[ky * 3 + 2]) : 0;
-      wa[ky][c] = int32_t(w0 | w1 << 8 | w2 << 16);
-      wb[ky][c] = int32_t(w0 << 8 | w1 << 16 | w2 << 24);
+      k.wa[ky][c] = int32_t(w0 | w1 << 8 | w2 << 16);
+      k.wb[ky][c] = int32_t(w0 << 8 | w1 << 16 | w2 << 24);
     }
   }
+}
+
+void load_block(const QConv2dParams& q, const ClConsts& k, ClBlock& b) {
   // Lane (k, c) of vector g: channel 4g + c; qword (k, h) of the even / odd constants: channel
   // 4g + 2h / 4g + 2h + 1.
   auto b32 = [](const int32_t* v) { return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(v))); };
   auto b64 = [](const int64_t* v) { return _mm512_broadcast_i64x2(_mm_load_si128(reinterpret_cast<const __m128i*>(v))); };
+  b.mode = k.mode;
   for (int g = 0; g < 4; ++g) {
-    b.bias[g] = b32(bias + 4 * g);
-    for (int ky = 0; ky < 3; ++ky) b.wa[ky][g] = b32(wa[ky] + 4 * g), b.wb[ky][g] = b32(wb[ky] + 4 * g);
+    b.bias[g] = b32(k.bias + 4 * g);
+    for (int ky = 0; ky < 3; ++ky) b.wa[ky][g] = b32(k.wa[ky] + 4 * g), b.wb[ky][g] = b32(k.wb[ky] + 4 * g);
     ClRequant& r = b.rq[g];
-    r.mult_e = b64(mult[0] + 2 * g), r.mult_o = b64(mult[1] + 2 * g);
-    r.round_e = b64(round[0] + 2 * g), r.round_o = b64(round[1] + 2 * g);
-    r.count_e = b64(count[0] + 2 * g), r.count_o = b64(count[1] + 2 * g);
-    if (high) r.round_e = b32(round32 + 4 * g), r.count_e = b32(count32 + 4 * g);  // int32 lanes
+    r.mult_e = b64(k.mult[0] + 2 * g), r.mult_o = b64(k.mult[1] + 2 * g);
+    if (k.mode == kHigh) {  // int32 lanes
+      r.round_e = b32(k.round32 + 4 * g), r.count_e = b32(k.count32 + 4 * g);
+    } else {
+      r.round_e = b64(k.round[0] + 2 * g), r.round_o = b64(k.round[1] + 2 * g);
+      r.count_e = b64(k.count[0] + 2 * g), r.count_o = b64(k.count[1] + 2 * g);
+    }
   }
   b.lo = _mm512_set1_epi64(q.out.act_min - q.out.y_zp), b.hi = _mm512_set1_epi64(q.out.act_max - q.out.y_zp);
   b.lo8 = _mm512_set1_epi8(char(q.out.act_min)), b.hi8 = _mm512_set1_epi8(char(q.out.act_max));
@@ -443,15 +455,18 @@ void cl_block(const QConv2dParams& q, const QDw3x3ClLayout& l, const ClBlock& b,
 
 }  // namespace
 
-void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w,
-                                     const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
-                                     int64_t c1) {
+namespace {
+
+// Blocks of 16 channels from cb = c0 (nch each, at most 16) with constants from `consts(cb, nch)`.
+template <typename ConstsFn>
+void cl_blocks(const QConv2dParams& q, const uint8_t* x, uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1,
+               ConstsFn consts) {
   const Conv2dParams& p = q.conv;
   const QDw3x3ClLayout l = ds_qu8_dw3x3_cl_layout(p);
   ClBlock b;
   for (int64_t cb = c0; cb < c1; cb += 16) {
     const int64_t nch = std::min<int64_t>(16, c1 - cb);
-    setup_block(q, w, ch, cb, nch, b);
+    load_block(q, consts(cb, nch), b);
     const uint8_t* xb = x + cb * p.h * p.w;
     uint8_t* yb = y + cb * p.oh * p.ow;
     if (p.stride_w == 1) {
@@ -466,10 +481,40 @@ void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& q, const uint8_t* x, c
   }
 }
 
+bool cl_applies(const Conv2dParams& p) {
+  return p.kh == 3 && p.kw == 3 && p.dil_h == 1 && p.dil_w == 1 && (p.stride_w == 1 || p.stride_w == 2);
+}
+
+}  // namespace
+
+void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w,
+                                     const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
+                                     int64_t c1) {
+  ClConsts k;
+  cl_blocks(q, x, workspace, y, c0, c1, [&](int64_t cb, int64_t nch) -> const ClConsts& {
+    pack_consts(q, w, ch, cb, nch, k);
+    return k;
+  });
+}
+
+int64_t ds_qu8_dw3x3_packed_bytes__avx512vnni(const QConv2dParams& q) {
+  return cl_applies(q.conv) ? (q.conv.c + 15) / 16 * int64_t(sizeof(ClConsts)) + 64 : 0;
+}
+
+void ds_qu8_dw3x3_pack__avx512vnni(const QConv2dParams& q, const int8_t* w, const QChannelParams& ch, void* dst) {
+  ClConsts* k = reinterpret_cast<ClConsts*>((reinterpret_cast<uintptr_t>(dst) + 63) / 64 * 64);
+  for (int64_t cb = 0; cb < q.conv.c; cb += 16) pack_consts(q, w, ch, cb, std::min<int64_t>(16, q.conv.c - cb), k[cb / 16]);
+}
+
+void ds_qu8_dwconv3x3_packed__avx512vnni(const QConv2dParams& q, const uint8_t* x, const void* packed,
+                                         uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1) {
+  const ClConsts* k = reinterpret_cast<const ClConsts*>((reinterpret_cast<uintptr_t>(packed) + 63) / 64 * 64);
+  cl_blocks(q, x, workspace, y, c0, c1, [&](int64_t cb, int64_t) -> const ClConsts& { return k[cb / 16]; });
+}
+
 void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
                                   uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1) {
-  const Conv2dParams& p = q.conv;
-  if (p.kh != 3 || p.kw != 3 || p.dil_h != 1 || p.dil_w != 1 || (p.stride_w != 1 && p.stride_w != 2)) {
+  if (!cl_applies(q.conv)) {
     ds_qu8_dwconv__avx512vnni(q, x, w, ch, workspace, y, c0, c1);
     return;
   }

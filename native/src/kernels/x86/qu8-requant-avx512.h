@@ -10,6 +10,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // false positives inside the intrinsics
+#pragma GCC diagnostic ignored "-Wuninitialized"  // likewise (_mm512_broadcast_i32x4's undefined source)
 #endif
 
 namespace ds {
