@@ -228,16 +228,25 @@ struct LaneRequant {
   }
 };
 
-// The epilogue of one tile, out of line: its constants are not live across the K loop.
-__attribute__((noinline)) void gemm_t_store(const QGemmTParams& p, const __m512i (*acc)[2], int64_t i0,
-                                            int64_t rows, int64_t t0, int64_t cnt) {
-  const RequantRange range(p.out);
+// The epilogue constants of a panel of 32 output channels, set once per panel (not per tile:
+// their vector loads right after the scalar stores that build them stall on store forwarding).
+struct PanelRequant {
   LaneRequant rq[2];
-  rq[0].set(p.ch.multiplier + i0, p.ch.shift + i0, std::min<int64_t>(16, rows));
-  rq[1].set(p.ch.multiplier + i0 + 16, p.ch.shift + i0 + 16, std::max<int64_t>(0, rows - 16));
-  const __m512i bias0 = _mm512_maskz_loadu_epi32(qu8_mask16(rows), p.ch.bias + i0);
-  const __m512i bias1 =
-      rows > 16 ? _mm512_maskz_loadu_epi32(qu8_mask16(rows - 16), p.ch.bias + i0 + 16) : _mm512_setzero_si512();
+  __m512i bias0, bias1;
+  void set(const QGemmTParams& p, int64_t i0, int64_t rows) {
+    rq[0].set(p.ch.multiplier + i0, p.ch.shift + i0, std::min<int64_t>(16, rows));
+    rq[1].set(p.ch.multiplier + i0 + 16, p.ch.shift + i0 + 16, std::max<int64_t>(0, rows - 16));
+    bias0 = _mm512_maskz_loadu_epi32(qu8_mask16(rows), p.ch.bias + i0);
+    bias1 = rows > 16 ? _mm512_maskz_loadu_epi32(qu8_mask16(rows - 16), p.ch.bias + i0 + 16) : _mm512_setzero_si512();
+  }
+};
+
+// The epilogue of one tile, out of line: its constants are not live across the K loop.
+__attribute__((noinline)) void gemm_t_store(const QGemmTParams& p, const PanelRequant& pr, const __m512i (*acc)[2],
+                                            int64_t i0, int64_t rows, int64_t t0, int64_t cnt) {
+  const RequantRange range(p.out);
+  const LaneRequant* rq = pr.rq;
+  const __m512i bias0 = pr.bias0, bias1 = pr.bias1;
   // [pixel][channel] bytes, then channel rows of cnt bytes.
   alignas(64) uint8_t stage[8][32];
   for (int t = 0; t < cnt; ++t) {
@@ -255,6 +264,8 @@ void gemm_t(const QGemmTParams& p) {
   for (int64_t i0 = p.m0; i0 < p.m1; i0 += 32) {
     const int64_t rows = std::min<int64_t>(32, p.m1 - i0);
     const int8_t* wp = static_cast<const int8_t*>(p.w) + (i0 / 32) * 32 * g_count * kKr;
+    PanelRequant pr;
+    pr.set(p, i0, rows);
     for (int64_t t0 = 0; t0 < p.n; t0 += 8) {
       const int64_t cnt = std::min<int64_t>(8, p.n - t0);
       const uint8_t* xp[8];
@@ -279,7 +290,7 @@ void gemm_t(const QGemmTParams& p) {
       }
       const __m512i acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
                                  {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
-      gemm_t_store(p, acc, i0, rows, t0, cnt);
+      gemm_t_store(p, pr, acc, i0, rows, t0, cnt);
     }
   }
 }
