@@ -667,7 +667,7 @@ TEST(qs8_gemm_matches_the_formula_at_tile_edges) {
     const ds::QGemmKernels& g = *lv.k->gemm;
     // m = 41 with k = 8001: more rows than one block of weights kept in cache.
     const int64_t ms[] = {1, g.mr - 1, g.mr, g.mr + 1, 2 * g.mr + 3, 41};
-    const int64_t ns[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 65};
+    const int64_t ns[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 64, 65, 130};
     const int64_t ks[] = {1, 2, 3, 4, 5, 8, 17, 64, 255, 8001};
     for (int64_t m : ms)
       for (int64_t n : ns)

@@ -32,13 +32,40 @@ constexpr auto pack_w = qs8_pack_w<kMr, kKr>;
 
 int64_t packed_x_bytes(int64_t k, int64_t n) { return (n + kNr - 1) / kNr * kNr * groups(k) * kKr; }
 
-// Packs x (k, n) whose row kk starts at row(kk): four rows of 16 columns at a time are
-// interleaved bytewise into [column][4]; masked loads give the zeros past n and past k.
+// Packs x (k, n) whose row kk starts at row(kk): four rows are interleaved bytewise into
+// [column][4], 64 columns (two panels) at a time with 512-bit unpacks and a 4x4 transpose of their
+// 128-bit lanes, the rest 16 columns at a time; masked loads give the zeros past n and past k.
 template <typename RowFn>
 void pack_x_impl(int64_t k, int64_t n, RowFn row, void* dst) {
   uint8_t* d = static_cast<uint8_t*>(dst);
-  const int64_t g_count = groups(k);
-  for (int64_t q = 0; q < (n + kNr - 1) / kNr; ++q) {
+  const int64_t g_count = groups(k), panels = (n + kNr - 1) / kNr;
+  int64_t q = 0;
+  for (; q + 2 <= panels && (q + 2) * kNr <= n; q += 2) {
+    const int64_t col0 = q * kNr;
+    for (int64_t g = 0; g < g_count; ++g) {
+      const int64_t k0 = g * kKr;
+      const __m512i r0 = _mm512_loadu_si512(row(k0) + col0);
+      const __m512i r1 = k0 + 1 < k ? _mm512_loadu_si512(row(k0 + 1) + col0) : _mm512_setzero_si512();
+      const __m512i r2 = k0 + 2 < k ? _mm512_loadu_si512(row(k0 + 2) + col0) : _mm512_setzero_si512();
+      const __m512i r3 = k0 + 3 < k ? _mm512_loadu_si512(row(k0 + 3) + col0) : _mm512_setzero_si512();
+      const __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
+      const __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
+      // Lane L of u_j: columns 16L + 4j .. 16L + 4j + 3, four bytes each.
+      const __m512i u0 = _mm512_unpacklo_epi16(t0, t2), u1 = _mm512_unpackhi_epi16(t0, t2);
+      const __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);
+      const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m512i v1 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m512i v3 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(3, 2, 3, 2));
+      uint8_t* o0 = d + (q * g_count + g) * kNr * kKr;        // columns 0..31
+      uint8_t* o1 = d + ((q + 1) * g_count + g) * kNr * kKr;  // columns 32..63
+      _mm512_storeu_si512(o0, _mm512_shuffle_i32x4(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)));
+      _mm512_storeu_si512(o0 + 64, _mm512_shuffle_i32x4(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+      _mm512_storeu_si512(o1, _mm512_shuffle_i32x4(v2, v3, _MM_SHUFFLE(2, 0, 2, 0)));
+      _mm512_storeu_si512(o1 + 64, _mm512_shuffle_i32x4(v2, v3, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+  }
+  for (; q < panels; ++q) {
     const int64_t col0 = q * kNr;
     for (int64_t g = 0; g < g_count; ++g) {
       uint8_t* out = d + (q * g_count + g) * kNr * kKr;
