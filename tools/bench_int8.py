@@ -92,11 +92,11 @@ def main() -> None:
     samples = _time_interleaved(engines, x, args.seconds, pause=0.005 if args.threads > 1 else 0.0)
     fp32 = float(np.median(samples["deepslim fp32"]))
     print(f"\n{args.model}, batch 1, threads {args.threads}, CPU {cpu_model()}")
-    print("| engine | median ms | p10 | p90 | / deepslim fp32 |")
-    print("|---|---:|---:|---:|---:|")
+    print("| engine | median ms | min | p10 | p90 | / deepslim fp32 |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, s in samples.items():
         p10, p50, p90 = np.percentile(s, [10, 50, 90])
-        print(f"| {name} | {p50:.3f} | {p10:.3f} | {p90:.3f} | {p50 / fp32:.2f} |")
+        print(f"| {name} | {p50:.3f} | {np.min(s):.3f} | {p10:.3f} | {p90:.3f} | {p50 / fp32:.2f} |")
 
 
 if __name__ == "__main__":
