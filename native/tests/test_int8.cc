@@ -234,6 +234,9 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
       // few pixels, K >= 512: output channels in the lanes (a partial panel of 32), stride 2
       [] { QConv q; q.c = 64; q.o = 40; q.h = 9; q.w = 11; return q; }(),
       [] { QConv q; q.c = 128; q.o = 33; q.h = 13; q.w = 14; q.stride = 2; q.n = 2; return q; }(),
+      // 196 and 49 output pixels: tiles of 7 pixels
+      [] { QConv q; q.c = 64; q.o = 36; q.h = 14; q.w = 14; return q; }(),
+      [] { QConv q; q.c = 128; q.o = 70; q.h = 7; q.w = 7; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);

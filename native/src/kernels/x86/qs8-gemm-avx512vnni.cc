@@ -286,39 +286,50 @@ __attribute__((noinline)) void gemm_t_store(const QGemmTParams& p, const PanelRe
   }
 }
 
-void gemm_t(const QGemmTParams& p) {
-  const int64_t g_count = groups(p.k);
-  for (int64_t i0 = p.m0; i0 < p.m1; i0 += 32) {
-    const int64_t rows = std::min<int64_t>(32, p.m1 - i0);
-    const int8_t* wp = static_cast<const int8_t*>(p.w) + (i0 / 32) * 32 * g_count * kKr;
-    PanelRequant pr;
-    pr.set(p, i0, rows);
-    for (int64_t t0 = 0; t0 < p.n; t0 += 8) {
-      const int64_t cnt = std::min<int64_t>(8, p.n - t0);
-      const uint8_t* xp[8];
-      for (int t = 0; t < 8; ++t) xp[t] = p.x + 4 * int64_t(p.pix[t0 + std::min<int64_t>(t, cnt - 1)]);
-      // Sixteen named accumulators (an array gets copied around the loop by GCC).
-      __m512i a00 = _mm512_setzero_si512(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
-              a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
-      const uint8_t *x0 = xp[0], *x1 = xp[1], *x2 = xp[2], *x3 = xp[3], *x4 = xp[4], *x5 = xp[5], *x6 = xp[6],
-                    *x7 = xp[7];
-      for (int64_t g = 0; g < g_count; ++g) {
-        const __m512i w0 = _mm512_loadu_si512(wp + g * 128), w1 = _mm512_loadu_si512(wp + g * 128 + 64);
-        const int64_t off = p.x_offsets[g];
+// Tiles of P pixels (8, or 7 when that divides the pixels and 8 does not: ResNet's 7x7 and 14x14
+// outputs, 49 and 196 pixels, leave no partial tile whose missing pixels would be computed too).
+template <int P>
+void gemm_t_panel(const QGemmTParams& p, const PanelRequant& pr, const int8_t* wp, int64_t g_count, int64_t i0,
+                  int64_t rows) {
+  for (int64_t t0 = 0; t0 < p.n; t0 += P) {
+    const int64_t cnt = std::min<int64_t>(P, p.n - t0);
+    const uint8_t* xp[8];
+    for (int t = 0; t < 8; ++t) xp[t] = p.x + 4 * int64_t(p.pix[t0 + std::min<int64_t>(t, cnt - 1)]);
+    // Sixteen named accumulators (an array gets copied around the loop by GCC).
+    __m512i a00 = _mm512_setzero_si512(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
+            a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
+    const uint8_t *x0 = xp[0], *x1 = xp[1], *x2 = xp[2], *x3 = xp[3], *x4 = xp[4], *x5 = xp[5], *x6 = xp[6],
+                  *x7 = xp[7];
+    for (int64_t g = 0; g < g_count; ++g) {
+      const __m512i w0 = _mm512_loadu_si512(wp + g * 128), w1 = _mm512_loadu_si512(wp + g * 128 + 64);
+      const int64_t off = p.x_offsets[g];
 #define DS_QT_STEP(xt, c0, c1)                                                           \
   {                                                                                      \
     const __m512i xb = _mm512_set1_epi32(*reinterpret_cast<const packed_x32*>(xt + off)); \
     c0 = _mm512_dpbusd_epi32(c0, xb, w0);                                                \
     c1 = _mm512_dpbusd_epi32(c1, xb, w1);                                                \
   }
-        DS_QT_STEP(x0, a00, a01) DS_QT_STEP(x1, a10, a11) DS_QT_STEP(x2, a20, a21) DS_QT_STEP(x3, a30, a31)
-        DS_QT_STEP(x4, a40, a41) DS_QT_STEP(x5, a50, a51) DS_QT_STEP(x6, a60, a61) DS_QT_STEP(x7, a70, a71)
+      DS_QT_STEP(x0, a00, a01) DS_QT_STEP(x1, a10, a11) DS_QT_STEP(x2, a20, a21) DS_QT_STEP(x3, a30, a31)
+      DS_QT_STEP(x4, a40, a41) DS_QT_STEP(x5, a50, a51) DS_QT_STEP(x6, a60, a61)
+      if constexpr (P == 8) DS_QT_STEP(x7, a70, a71)
 #undef DS_QT_STEP
-      }
-      const __m512i acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
-                                 {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
-      gemm_t_store(p, pr, acc, i0, rows, t0, cnt);
     }
+    const __m512i acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
+                               {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
+    gemm_t_store(p, pr, acc, i0, rows, t0, cnt);
+  }
+}
+
+void gemm_t(const QGemmTParams& p) {
+  const int64_t g_count = groups(p.k);
+  const bool sevens = p.n % 8 != 0 && p.n % 7 == 0;
+  for (int64_t i0 = p.m0; i0 < p.m1; i0 += 32) {
+    const int64_t rows = std::min<int64_t>(32, p.m1 - i0);
+    const int8_t* wp = static_cast<const int8_t*>(p.w) + (i0 / 32) * 32 * g_count * kKr;
+    PanelRequant pr;
+    pr.set(p, i0, rows);
+    if (sevens) gemm_t_panel<7>(p, pr, wp, g_count, i0, rows);
+    else gemm_t_panel<8>(p, pr, wp, g_count, i0, rows);
   }
 }
 
