@@ -53,6 +53,22 @@ class OpenVinoInt8(OpenVino):
         self.config = {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
 
 
+def build_int8(model: str, threads: int, fallback: str = "measure"):
+    """(prepared fp32 model, our int8 .dsm, the QDQ .onnx, the calibration inputs) under
+    results/bench/int8, made as described above (tools/compare_layers.py --int8 uses the same)."""
+    work = Path("results/bench/int8")
+    work.mkdir(parents=True, exist_ok=True)
+    prepared = prepare(model, Path("results/bench"))
+    calib = np.random.default_rng(0).standard_normal((8, *prepared.input_shape)).astype(np.float32)
+    calib_path = work / f"{model}.calib.npy"
+    np.save(calib_path, calib)
+    ours_int8 = work / f"{model}_int8.dsm"
+    subprocess.run([sys.executable, "-m", "deepslim.cli", "quantize", str(prepared.onnx), "--calib", str(calib_path),
+                    "-o", str(ours_int8), "--fallback", fallback, "--threads", str(threads)], check=True)
+    qdq = ort_qdq(prepared.onnx, calib, work / f"{model}_qdq.onnx")
+    return prepared, ours_int8, qdq, calib
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", help="zoo model name, e.g. mobilenet_v2, resnet18")
@@ -60,17 +76,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--fallback", default="measure", choices=["measure", "none"])
     args = ap.parse_args()
-    work = Path("results/bench/int8")
-    work.mkdir(parents=True, exist_ok=True)
-    prepared = prepare(args.model, Path("results/bench"))
-    calib = np.random.default_rng(0).standard_normal((8, *prepared.input_shape)).astype(np.float32)
-    calib_path = work / f"{args.model}.calib.npy"
-    np.save(calib_path, calib)
-    ours_int8 = work / f"{args.model}_int8.dsm"
-    subprocess.run([sys.executable, "-m", "deepslim.cli", "quantize", str(prepared.onnx), "--calib", str(calib_path),
-                    "-o", str(ours_int8), "--fallback", args.fallback, "--threads", str(args.threads)], check=True)
+    prepared, ours_int8, qdq, calib = build_int8(args.model, args.threads, args.fallback)
     engines = {"deepslim fp32": Deepslim(prepared.dsm, args.threads), "deepslim int8": Deepslim(ours_int8, args.threads)}
-    qdq = ort_qdq(prepared.onnx, calib, work / f"{args.model}_qdq.onnx")
     for name, make in (("onnxruntime int8", OnnxRuntime), ("openvino int8", OpenVinoInt8)):
         try:
             engines[name] = make(qdq, args.threads)
@@ -85,11 +92,11 @@ def main() -> None:
     samples = _time_interleaved(engines, x, args.seconds, pause=0.005 if args.threads > 1 else 0.0)
     fp32 = float(np.median(samples["deepslim fp32"]))
     print(f"\n{args.model}, batch 1, threads {args.threads}, CPU {cpu_model()}")
-    print("| engine | median ms | p10 | p90 | / deepslim fp32 |")
-    print("|---|---:|---:|---:|---:|")
+    print("| engine | median ms | min | p10 | p90 | / deepslim fp32 |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, s in samples.items():
         p10, p50, p90 = np.percentile(s, [10, 50, 90])
-        print(f"| {name} | {p50:.3f} | {p10:.3f} | {p90:.3f} | {p50 / fp32:.2f} |")
+        print(f"| {name} | {p50:.3f} | {np.min(s):.3f} | {p10:.3f} | {p90:.3f} | {p50 / fp32:.2f} |")
 
 
 if __name__ == "__main__":

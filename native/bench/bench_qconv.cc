@@ -2,8 +2,10 @@
 // (batch 1, one thread): the depthwise 3x3 kernel, and for 1x1 / GEMM layers the activation
 // packing and the GEMM with its requantization epilogue apart. Prints microseconds per call and
 // nanoseconds per output. Inputs are random; the results are not checked here.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,13 @@ namespace {
 // Runs fn until at least 0.1 s have passed; returns seconds per call (the best of 3 rounds).
 template <typename Fn>
 double time_per_call(Fn fn) {
+  // BENCH_QCONV_CALLS=N: exactly N calls, one round (a fixed amount of work, for `perf stat`).
+  if (const char* calls = std::getenv("BENCH_QCONV_CALLS")) {
+    const int n = std::max(1, std::atoi(calls));
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n;
+  }
   double best = 1e30;
   for (int round = 0; round < 3; ++round) {
     int calls = 0;
@@ -67,6 +76,13 @@ void bench_dw(const ds::QKernels& k, int64_t c, int64_t h, int64_t stride) {
   if (k.dwconv == ds::ds_qu8_dwconv3x3__avx512vnni)  // its two kernels apart
     std::printf("   channels in lanes %8.1f us  planes %8.1f us", time(ds::ds_qu8_dwconv3x3_cl__avx512vnni) * 1e6,
                 time(ds::ds_qu8_dwconv3x3_planes__avx512vnni) * 1e6);
+  if (k.dw_packed_bytes && k.dw_packed_bytes(q) > 0) {  // constants packed once, as a session runs it
+    std::vector<uint8_t> packed(size_t(k.dw_packed_bytes(q)));
+    k.dw_pack(q, reinterpret_cast<const int8_t*>(w.data()), ch.params(), packed.data());
+    std::printf("   packed %8.1f us", time_per_call([&] {
+                  k.dwconv_packed(q, x.data(), packed.data(), ws.data(), y.data(), 0, c);
+                }) * 1e6);
+  }
   std::printf("\n");
 }
 
@@ -93,6 +109,14 @@ int main(int argc, char** argv) {
   const ds::CpuFeatures& f = ds::cpu_features();
   const ds::QKernels& k = f.avx512vnni ? ds::ds_qkernels__avx512vnni : ds::ds_qkernels__avx2;
   std::printf("int8 kernels: %s\n", k.isa);
+  if (dw_only && argc == 5) {  // `dw C H STRIDE`: that layer only (for perf)
+    bench_dw(k, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]));
+    return 0;
+  }
+  if (argc == 5 && std::string(argv[1]) == "gemm") {  // `gemm M K N`: that GEMM only
+    bench_gemm(*k.gemm, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]));
+    return 0;
+  }
   // MobileNet V2 depthwise layers
   const int64_t dw[][3] = {{32, 112, 1}, {96, 112, 2}, {144, 56, 1}, {144, 56, 2}, {192, 28, 1},
                            {192, 28, 2}, {384, 14, 1}, {576, 14, 1}, {576, 14, 2}, {960, 7, 1}};

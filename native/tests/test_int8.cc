@@ -1,6 +1,7 @@
 // The int8 ops (25-32) through the C API: results against integer loops written here, at every ISA
 // level this machine runs (DS_FORCE_ISA), and malformed quantized files refused at load with
 // DS_ERR_FORMAT naming the node and the attribute or input.
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -112,15 +113,21 @@ dsw::File conv_file(const QConv& q, std::vector<dsw::Attr> extra = {}, dsw::Tens
   return f;
 }
 
-// The docs/format.md formulas with plain integer loops.
-std::vector<float> expected_conv(const QConv& q, const std::vector<float>& x) {
+// quantize with the docs/format.md formula.
+std::vector<int64_t> quantized_input(const QConv& q, const std::vector<float>& x) {
   std::vector<int64_t> xq(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     const float v = std::nearbyint(x[i] / q.in_scale) + float(q.x_zp);
     xq[i] = int64_t(std::min(255.0f, std::max(0.0f, v)));
   }
+  return xq;
+}
+
+// The docs/format.md formulas with plain integer loops: the conv's u8 outputs.
+std::vector<int64_t> expected_conv_u8(const QConv& q, const std::vector<float>& x) {
+  const std::vector<int64_t> xq = quantized_input(q, x);
   const int64_t cg = q.c / q.group, og = q.o / q.group;
-  std::vector<float> y;
+  std::vector<int64_t> y;
   for (int64_t b = 0; b < q.n; ++b)
     for (int64_t o = 0; o < q.o; ++o)
       for (int64_t oy = 0; oy < q.oh(); ++oy)
@@ -137,9 +144,14 @@ std::vector<float> expected_conv(const QConv& q, const std::vector<float>& x) {
               }
           const int n = 31 + q.shift[size_t(o)];
           const int64_t r = (acc * q.mult[size_t(o)] + (int64_t(1) << (n - 1))) >> n;
-          const int64_t u = std::min<int64_t>(q.act_max, std::max<int64_t>(q.act_min, q.y_zp + r));
-          y.push_back((float(u) - float(q.y_zp)) * q.out_scale);
+          y.push_back(std::min<int64_t>(q.act_max, std::max<int64_t>(q.act_min, q.y_zp + r)));
         }
+  return y;
+}
+
+std::vector<float> expected_conv(const QConv& q, const std::vector<float>& x) {
+  std::vector<float> y;
+  for (int64_t u : expected_conv_u8(q, x)) y.push_back((float(u) - float(q.y_zp)) * q.out_scale);
   return y;
 }
 
@@ -222,6 +234,9 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
       // few pixels, K >= 512: output channels in the lanes (a partial panel of 32), stride 2
       [] { QConv q; q.c = 64; q.o = 40; q.h = 9; q.w = 11; return q; }(),
       [] { QConv q; q.c = 128; q.o = 33; q.h = 13; q.w = 14; q.stride = 2; q.n = 2; return q; }(),
+      // 196 and 49 output pixels: tiles of 7 pixels
+      [] { QConv q; q.c = 64; q.o = 36; q.h = 14; q.w = 14; return q; }(),
+      [] { QConv q; q.c = 128; q.o = 70; q.h = 7; q.w = 7; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);
@@ -252,6 +267,152 @@ TEST(qconv2d_threads_split_the_same_way_bit_for_bit) {
       const Result r = run_threads(conv_file(q), x, {q.n, q.c, q.h, q.w}, threads);
       CHECK_MSG(r.status == DS_OK && r.y == want, "qconv2d differs at " + std::to_string(threads) + " threads " + r.error);
     }
+  }
+}
+
+// A qadd after a qconv2d, the session's fused pair. The add's other operand is the quantized input
+// (the conv keeps the shape: stride 1, "same" padding).
+struct QAddAttrs {
+  int32_t a_zp = 0, b_zp = 0, y_zp = 90, act_min = 3, act_max = 250, shift = 1;
+  int64_t a_mult = 0, b_mult = 0;
+  float out_scale = 0.08f;
+};
+
+// x -> quantize -> qconv2d -> qadd(conv, qx) (conv_is_a) or qadd(qx, conv) -> dequantize. With
+// export_conv the conv's output is a second graph output, so the session cannot fuse the add
+// (the unfused graph).
+dsw::File residual_file(const QConv& q, const QAddAttrs& a, bool conv_is_a, bool export_conv) {
+  dsw::File f = conv_file(q);
+  const uint32_t qx = f.nodes[0].outputs[0], c = f.nodes[1].outputs[0], conv_y = f.outputs[0];
+  const uint32_t sum = add_u8(f, "sum", {q.n, q.o, q.oh(), q.ow()});
+  f.add_node(29, "add", conv_is_a ? std::vector<uint32_t>{c, qx} : std::vector<uint32_t>{qx, c}, sum,
+             {dsw::attr_int("a_zero_point", a.a_zp), dsw::attr_int("b_zero_point", a.b_zp),
+              dsw::attr_int("y_zero_point", a.y_zp), dsw::attr_int("a_multiplier", a.a_mult),
+              dsw::attr_int("b_multiplier", a.b_mult), dsw::attr_int("shift", a.shift),
+              dsw::attr_int("act_min", a.act_min), dsw::attr_int("act_max", a.act_max)});
+  const uint32_t y = f.add_value("out", {q.n, q.o, q.oh(), q.ow()});
+  f.add_node(26, "dequant_sum", {sum}, y, {attr_float("scale", a.out_scale), dsw::attr_int("zero_point", a.y_zp)});
+  f.outputs = {y};
+  if (export_conv) f.outputs.push_back(conv_y);
+  else f.nodes.erase(f.nodes.begin() + 2);  // the conv's dequantize: the add is its only reader
+  return f;
+}
+
+TEST(qconv2d_fused_qadd_is_bit_identical_to_the_two_nodes) {
+  // Every qconv2d path (1x1 direct, channel quads in place, taps packed, transposed few-pixel,
+  // depthwise, grouped), both operand orders, at every level and 1-3 threads: the fused graph
+  // against the unfused one and both against the integer loops.
+  tiny::Rng rng(21);
+  const QConv shapes[] = {
+      [] { QConv q; q.c = 16; q.o = 16; q.kh = q.kw = 1; q.pad = 0; q.h = 9; q.w = 11; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 40; q.o = 40; q.kh = q.kw = 1; q.pad = 0; q.h = 30; q.w = 29; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 8; q.h = 10; q.w = 10; q.act_min = 20; q.act_max = 230; return q; }(),
+      [] { QConv q; q.c = 6; q.o = 6; q.h = 7; q.w = 9; return q; }(),
+      [] { QConv q; q.c = 64; q.o = 64; q.h = 9; q.w = 9; return q; }(),
+      [] { QConv q; q.c = 24; q.o = 24; q.group = 24; q.h = 12; q.w = 13; return q; }(),
+      [] { QConv q; q.c = 12; q.o = 12; q.group = 3; q.h = 8; q.w = 8; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 5; q.o = 5; q.kh = q.kw = 5; q.pad = 2; q.h = 7; q.w = 6; return q; }(),
+  };
+  for (const QConv& shape : shapes) {
+    const QConv q = random_conv(rng, shape);
+    const std::vector<float> x = opt::random_vec(rng, size_t(q.n * q.c * q.h * q.w), -7, 7);
+    const std::vector<int64_t> xq = quantized_input(q, x), conv = expected_conv_u8(q, x);
+    for (bool conv_is_a : {true, false}) {
+      QAddAttrs a;
+      a.a_zp = conv_is_a ? q.y_zp : q.x_zp, a.b_zp = conv_is_a ? q.x_zp : q.y_zp;
+      a.a_mult = int64_t((1u << 30) + uint32_t(rng.uniform(0, 1 << 30)));
+      a.b_mult = int64_t((1u << 29) + uint32_t(rng.uniform(0, 1 << 30)));
+      a.shift = int32_t(rng.uniform(0, 3));
+      std::vector<float> want;
+      for (size_t i = 0; i < conv.size(); ++i) {
+        const int64_t va = conv_is_a ? conv[i] : xq[i], vb = conv_is_a ? xq[i] : conv[i];
+        const int64_t v = (va - a.a_zp) * a.a_mult + (vb - a.b_zp) * a.b_mult;
+        const int n = 31 + a.shift;
+        const int64_t u = std::min<int64_t>(a.act_max, std::max<int64_t>(a.act_min, a.y_zp + ((v + (int64_t(1) << (n - 1))) >> n)));
+        want.push_back((float(u) - float(a.y_zp)) * a.out_scale);
+      }
+      const dsw::File fused = residual_file(q, a, conv_is_a, false), unfused = residual_file(q, a, conv_is_a, true);
+      int ran = 0;
+      for (const char* isa : kIsas) {
+        setenv("DS_FORCE_ISA", isa, 1);
+        for (int threads : {1, 2, 3}) {
+          const Result rf = run_threads(fused, x, {q.n, q.c, q.h, q.w}, threads);
+          if (rf.status == DS_ERR_INVALID_ARG && rf.error.find("DS_FORCE_ISA") != std::string::npos) break;
+          ++ran;
+          const Result ru = run_threads(unfused, x, {q.n, q.c, q.h, q.w}, threads);
+          const std::string where = std::string(isa) + ", " + std::to_string(threads) + " threads, conv as " +
+                                    (conv_is_a ? "a" : "b") + ", C " + std::to_string(q.c) + " group " +
+                                    std::to_string(q.group) + " " + std::to_string(q.kh) + "x" + std::to_string(q.kw);
+          CHECK_MSG(rf.status == DS_OK && rf.y == want, "fused qconv2d + qadd differs at " + where + " " + rf.error);
+          CHECK_MSG(ru.status == DS_OK && ru.y == want, "unfused qconv2d + qadd differs at " + where + " " + ru.error);
+        }
+      }
+      unsetenv("DS_FORCE_ISA");
+      CHECK(ran > 0);
+    }
+  }
+}
+
+TEST(qdense_matches_integer_loops_at_every_isa_and_thread_count) {
+  // Large enough (M * K >= 65536) for the packed weights to be split between threads; batch 3,
+  // a partial last panel, K not a multiple of 4.
+  tiny::Rng rng(23);
+  for (const auto& [n, k, m] : {std::array<int64_t, 3>{3, 1283, 101}, std::array<int64_t, 3>{1, 640, 130},
+                                std::array<int64_t, 3>{2, 37, 9}}) {
+    const float in_scale = 0.05f, out_scale = 0.2f;
+    const int32_t x_zp = 117, y_zp = 9, act_min = 4, act_max = 251;
+    std::vector<int8_t> w(size_t(m * k));
+    for (auto& v : w) v = int8_t(int(rng.uniform(0, 255)) - 127);
+    std::vector<int32_t> bias, mult, shift;
+    for (int64_t j = 0; j < m; ++j) {
+      bias.push_back(int32_t(rng.uniform(-5000, 5000)));
+      mult.push_back(int32_t((1u << 30) + uint32_t(rng.uniform(0, 1 << 30))));
+      shift.push_back(int32_t(rng.uniform(8, 14)));
+    }
+    dsw::File f;
+    const uint32_t x = f.add_value("x", {n, k});
+    f.inputs = {x};
+    const uint32_t qx = add_u8(f, "qx", {n, k});
+    f.add_node(25, "quant", {x}, qx, {attr_float("scale", in_scale), dsw::attr_int("zero_point", x_zp)});
+    const uint32_t wi = add_const(f, tensor("w", 2, {uint64_t(m), uint64_t(k)}, w));
+    const uint32_t bi = add_const(f, tensor("b", 4, {uint64_t(m)}, bias));
+    const uint32_t mi = add_const(f, tensor("m", 4, {uint64_t(m)}, mult));
+    const uint32_t si = add_const(f, tensor("s", 4, {uint64_t(m)}, shift));
+    const uint32_t c = add_u8(f, "c", {n, m});
+    f.add_node(28, "fc", {qx, wi, bi, mi, si}, c,
+               {dsw::attr_int("x_zero_point", x_zp), dsw::attr_int("y_zero_point", y_zp),
+                dsw::attr_int("act_min", act_min), dsw::attr_int("act_max", act_max)});
+    const uint32_t y = f.add_value("y", {n, m});
+    f.add_node(26, "dequant", {c}, y, {attr_float("scale", out_scale), dsw::attr_int("zero_point", y_zp)});
+    f.outputs = {y};
+    const std::vector<float> xv = opt::random_vec(rng, size_t(n * k), -6, 6);
+    std::vector<float> want;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t j = 0; j < m; ++j) {
+        int64_t acc = bias[size_t(j)];
+        for (int64_t t = 0; t < k; ++t) {
+          const float v = std::nearbyint(xv[size_t(b * k + t)] / in_scale) + float(x_zp);
+          acc += (int64_t(std::min(255.0f, std::max(0.0f, v))) - x_zp) * w[size_t(j * k + t)];
+        }
+        const int sh = 31 + shift[size_t(j)];
+        const int64_t r = (acc * mult[size_t(j)] + (int64_t(1) << (sh - 1))) >> sh;
+        const int64_t u = std::min<int64_t>(act_max, std::max<int64_t>(act_min, y_zp + r));
+        want.push_back((float(u) - float(y_zp)) * out_scale);
+      }
+    int ran = 0;
+    for (const char* isa : kIsas) {
+      setenv("DS_FORCE_ISA", isa, 1);
+      for (int threads : {1, 2, 3}) {
+        const Result r = run_threads(f, xv, {n, k}, threads);
+        if (r.status == DS_ERR_INVALID_ARG && r.error.find("DS_FORCE_ISA") != std::string::npos) break;
+        ++ran;
+        CHECK_MSG(r.status == DS_OK && r.y == want, std::string("qdense differs at ") + isa + ", " +
+                                                        std::to_string(threads) + " threads, k " + std::to_string(k) +
+                                                        " " + r.error);
+      }
+    }
+    unsetenv("DS_FORCE_ISA");
+    CHECK(ran > 0);
   }
 }
 
@@ -492,6 +653,13 @@ int32_t rand_shift(tiny::Rng& rng) {
   return shifts[int(rng.uniform(0, 6.999f))];
 }
 
+// Shifts 2..21 only (31 + shift in 33..52), where the kernels may requantize from the products'
+// high halves: a whole block of channels takes that path only when all of its shifts are here.
+int32_t rand_high_shift(tiny::Rng& rng) {
+  static const int32_t shifts[] = {2, 3, 7, 12, 21};
+  return shifts[int(rng.uniform(0, 4.999f))];
+}
+
 }  // namespace
 
 TEST(qs8_gemm_matches_the_formula_at_tile_edges) {
@@ -502,7 +670,7 @@ TEST(qs8_gemm_matches_the_formula_at_tile_edges) {
     const ds::QGemmKernels& g = *lv.k->gemm;
     // m = 41 with k = 8001: more rows than one block of weights kept in cache.
     const int64_t ms[] = {1, g.mr - 1, g.mr, g.mr + 1, 2 * g.mr + 3, 41};
-    const int64_t ns[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 65};
+    const int64_t ns[] = {1, 7, 8, 15, 16, 17, 31, 32, 33, 64, 65, 130};
     const int64_t ks[] = {1, 2, 3, 4, 5, 8, 17, 64, 255, 8001};
     for (int64_t m : ms)
       for (int64_t n : ns)
@@ -605,6 +773,39 @@ TEST(qu8_dwconv_and_dense_kernels_match_the_reference) {
       lv.k->dense(k, x.data(), w.data(), 0, m, {folded.data(), mult.data(), shift.data()}, q, got.data());
       CHECK_MSG(got == want, std::string(lv.name) + " dense differs");
     }
+    // The packed form: partial panels, depth tails, a row range starting past panel 0.
+    if (!lv.k->dense_packed) continue;
+    for (int64_t k : {1, 3, 4, 7, 8, 64, 65, 130, 1280}) {
+      for (int64_t m : {1, 16, 17, 32, 45, 100}) {
+        std::vector<uint8_t> x(static_cast<size_t>(k));
+        std::vector<int8_t> w(size_t(m * k));
+        for (auto& v : x) v = uint8_t(rng.uniform(0, 255));
+        for (auto& v : w) v = int8_t(int(rng.uniform(0, 255)) - 128);
+        const int32_t x_zp = int32_t(rng.uniform(0, 255));
+        std::vector<int32_t> bias, folded, mult, shift;
+        for (int64_t j = 0; j < m; ++j) {
+          bias.push_back(int32_t(rng.uniform(-20000, 20000)));
+          int64_t sum = 0;
+          for (int64_t t = 0; t < k; ++t) sum += w[size_t(j * k + t)];
+          folded.push_back(int32_t(bias.back() - x_zp * sum));
+          mult.push_back(int32_t(rng.uniform(0, 2147483520.0f)));
+          shift.push_back(rand_shift(rng));
+        }
+        const ds::QuantOut q{int32_t(rng.uniform(0, 255)), 2, 250};
+        std::vector<uint8_t> want(static_cast<size_t>(m)), got(static_cast<size_t>(m), 0);
+        ds::ds_qu8_dense__scalar(1, k, m, x_zp, q, x.data(), w.data(), {bias.data(), mult.data(), shift.data()},
+                                 want.data());
+        std::vector<uint8_t> packed(size_t(lv.k->dense_packed_bytes(m, k)));
+        lv.k->dense_pack(m, k, w.data(), packed.data());
+        const int64_t split = std::min(m, lv.k->dense_rows);  // two calls: [0, split) and [split, m)
+        const ds::QChannelParams ch{folded.data(), mult.data(), shift.data()};
+        lv.k->dense_packed(k, x.data(), reinterpret_cast<const int8_t*>(packed.data()), 0, split, ch, q, got.data());
+        if (split < m)
+          lv.k->dense_packed(k, x.data(), reinterpret_cast<const int8_t*>(packed.data()), split, m, ch, q, got.data());
+        CHECK_MSG(got == want, std::string(lv.name) + " dense_packed differs at k=" + std::to_string(k) +
+                                   " m=" + std::to_string(m));
+      }
+    }
   }
 }
 
@@ -634,13 +835,14 @@ bool dwconv_matches(const Level& lv, const DwCase& s, tiny::Rng& rng, int64_t c0
   for (auto& v : x) v = extreme ? (rng.uniform(0, 1) < 0.5f ? 0 : 255) : uint8_t(rng.uniform(0, 255));
   for (auto& v : w) v = extreme ? (rng.uniform(0, 1) < 0.5f ? -128 : 127) : int8_t(int(rng.uniform(0, 255)) - 128);
   std::vector<int32_t> bias, folded, mult, shift;
+  const bool high_shifts = rng.uniform(0, 1) < 0.5f;
   for (int64_t ch = 0; ch < s.c; ++ch) {
     bias.push_back(int32_t(rng.uniform(-200000, 200000)));
     int64_t sum = 0;
     for (int64_t t = 0; t < s.k * s.k; ++t) sum += w[size_t(ch * s.k * s.k + t)];
     folded.push_back(int32_t(bias.back() - q.x_zp * sum));
     mult.push_back(rng.uniform(0, 1) < 0.1f ? int32_t((int64_t(1) << 31) - 1) : int32_t(rng.uniform(0, 2147483520.0f)));
-    shift.push_back(rand_shift(rng));
+    shift.push_back(high_shifts ? rand_high_shift(rng) : rand_shift(rng));
   }
   const size_t plane = size_t(c.oh * c.ow);
   std::vector<uint8_t> want(size_t(s.c) * plane), got(want.size(), 0xCD);
@@ -653,7 +855,19 @@ bool dwconv_matches(const Level& lv, const DwCase& s, tiny::Rng& rng, int64_t c0
   lv.k->dwconv(q, x.data(), w.data(), {folded.data(), mult.data(), shift.data()}, ws.data(), got.data(), c0, c1);
   for (size_t i = ws_bytes; i < ws.size(); ++i)
     if (ws[i] != 0xEE) return false;
-  return got == want;
+  if (got != want) return false;
+  // The same channels through the kernel with per-session constants, where the level has one for
+  // the shape (channel ranges on its 16-channel blocks).
+  const int64_t packed_bytes = lv.k->dw_packed_bytes ? lv.k->dw_packed_bytes(q) : 0;
+  if (packed_bytes > 0 && c0 % 16 == 0 && (c1 % 16 == 0 || c1 == s.c)) {
+    std::vector<uint8_t> packed(static_cast<size_t>(packed_bytes)), again(want.size(), 0xCD);
+    lv.k->dw_pack(q, w.data(), {folded.data(), mult.data(), shift.data()}, packed.data());
+    lv.k->dwconv_packed(q, x.data(), packed.data(), ws.data(), again.data(), c0, c1);
+    for (size_t i = ws_bytes; i < ws.size(); ++i)
+      if (ws[i] != 0xEE) return false;
+    if (again != want) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -744,6 +958,8 @@ TEST(u8_maxpool2d_kernels_match_the_scalar_one) {
       ds::Pool2dParams p{};
       p.n = 1 + int64_t(rng.uniform(0, 1.99f)), p.c = 1 + int64_t(rng.uniform(0, 4.99f));
       p.h = 1 + int64_t(rng.uniform(0, 20.99f)), p.w = 1 + int64_t(rng.uniform(0, rep % 4 == 0 ? 150.99f : 40.99f));
+      // Wide and tall: the AVX-512 kernel's row blocks (32 KiB of window rows) come in several.
+      if (rep % 10 == 1) p.h = 40 + int64_t(rng.uniform(0, 60.99f)), p.w = 600 + int64_t(rng.uniform(0, 1400.99f));
       p.kh = 1 + int64_t(rng.uniform(0, 3.99f)), p.kw = 1 + int64_t(rng.uniform(0, 3.99f));
       p.stride_h = 1 + int64_t(rng.uniform(0, 2.99f)), p.stride_w = 1 + int64_t(rng.uniform(0, 2.99f));
       p.dil_h = 1 + int64_t(rng.uniform(0, 1.99f)), p.dil_w = 1 + int64_t(rng.uniform(0, 1.99f));

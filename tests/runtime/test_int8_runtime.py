@@ -241,3 +241,46 @@ def test_corrupt_quantization_parameters_are_rejected_by_the_native_loader(small
     path.write_bytes(_unchecked_bytes(g))
     with pytest.raises(FormatError, match=message):
         Session(str(path))
+
+
+def test_qconv2d_with_its_qadd_fused_matches_the_two_nodes(isas, tmp_path):
+    """The session runs a qadd in the epilogue of the qconv2d it follows; the result is the unfused
+    graph's (the conv's output also exported, so that it has a second reader) and the reference's."""
+    rng = np.random.default_rng(11)
+    g = random_graph(rng, [(16, 3, 1, 1, 1, 1, 1), (16, 1, 1, 0, 1, 1, 0), (16, 3, 1, 1, 1, 1, 0)], 3, 10,
+                     concat=False)
+    calib = rng.standard_normal((8, 3, 10, 10)).astype(np.float32)
+    q = quantize_graph(g, calib=calib)
+    (add,) = [n for n in q.nodes if n.op == "qadd"]
+    producers = {o: n for n in q.nodes for o in n.outputs}
+    convs = [producers[i] for i in add.inputs if i in producers and producers[i].op == "qconv2d"]
+    assert convs, "the qadd must follow a qconv2d"
+    fused_path = tmp_path / "fused.dsm"
+    write_dsm(q, fused_path)
+    unfused = copy.deepcopy(q)
+    conv_out = convs[-1].outputs[0]
+    unfused.add_value(Value("conv_out_f32", unfused.values[conv_out].shape))
+    unfused.add_node("dequantize", "conv_out_dq", [conv_out], ["conv_out_f32"], scale=1.0, zero_point=0)
+    unfused.outputs = list(unfused.outputs) + ["conv_out_f32"]
+    unfused_path = tmp_path / "unfused.dsm"
+    write_dsm(unfused, unfused_path)
+    x = rng.standard_normal((2, 3, 10, 10)).astype(np.float32) * 1.5
+    want = run_quantized(q, x)
+    with Session(fused_path, profile=True) as s:
+        s.time_nodes(x, runs=1, warmup=0)
+        (row,) = [r for r in s.node_profile() if r["name"] == add.name]
+        assert row["ms"] == 0.0, "the qadd was not fused into its qconv2d"
+    for isa in isas:
+        for threads in (1, 2, 3):
+            got = run_native(str(fused_path), x, isa, threads)
+            np.testing.assert_array_equal(got, want, err_msg=f"fused at {isa}, {threads} threads")
+            old = os.environ.get("DS_FORCE_ISA")
+            os.environ["DS_FORCE_ISA"] = isa
+            try:
+                two = Session(unfused_path, threads=threads).run(x)
+            finally:
+                if old is None:
+                    os.environ.pop("DS_FORCE_ISA", None)
+                else:
+                    os.environ["DS_FORCE_ISA"] = old
+            np.testing.assert_array_equal(two[q.outputs[0]], got, err_msg=f"unfused at {isa}, {threads} threads")

@@ -173,6 +173,9 @@ bool Session::rebind_input(size_t index, const float* data, const int64_t* dims,
 // before the node runs (a graph input, a constant or an earlier node's output): the node gets that
 // operand as its residual (added before the activation in its epilogue) and the add's activation,
 // and writes the add's output; the add is skipped. Its own output is never materialized.
+// The int8 form: a qconv2d whose u8 output only a qadd (op 29) reads, same conditions (no
+// broadcast); the conv computes its own clamped u8 output, then the qadd formula with the other
+// operand, bit for bit what the two nodes give (OpParams::qadd).
 void Session::plan_fusion(const std::vector<Shape>& shapes) {
   const size_t node_count = model_.nodes.size();
   fused_residual_.assign(node_count, kAbsentInput);
@@ -188,23 +191,35 @@ void Session::plan_fusion(const std::vector<Shape>& shapes) {
   for (uint32_t id : model_.outputs) ++readers[id];
   for (size_t j = 0; j < node_count; ++j) {
     const Node& add = model_.nodes[j];
-    if (add.op->id != 10 || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) continue;
+    const bool quantized = add.op->id == 29;
+    if ((add.op->id != 10 && !quantized) || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) continue;
     const uint32_t out = add.outputs[0];
     for (int side = 0; side < 2; ++side) {
       const uint32_t conv_out = add.inputs[size_t(side)], other = add.inputs[size_t(1 - side)];
       const size_t i = producer[conv_out];
       if (i == SIZE_MAX || readers[conv_out] != 1) continue;
       const Node& conv = model_.nodes[i];
-      if (conv.op->residual_input < 0 || !conv.op->run_prepared || conv.params.act.kind != kActNone) continue;
+      if (conv.op->residual_input < 0 || !conv.op->run_prepared) continue;
+      if (!quantized && conv.params.act.kind != kActNone) continue;
       if (producer[other] != SIZE_MAX && producer[other] >= i) continue;  // not ready when the conv runs
-      if (model_.values[conv_out].dtype != kDtypeF32 || model_.values[other].dtype != kDtypeF32 ||
-          model_.values[out].dtype != kDtypeF32)
+      const uint8_t dtype = quantized ? kDtypeU8 : kDtypeF32;
+      if (model_.values[conv_out].dtype != dtype || model_.values[other].dtype != dtype ||
+          model_.values[out].dtype != dtype)
         continue;
       if (shapes[conv_out] != shapes[out] || shapes[other] != shapes[out]) continue;
       fused_residual_[i] = other;
       fused_out_[i] = out;
       fused_params_[i] = conv.params;
-      fused_params_[i].act = add.params.act;
+      if (quantized) {
+        OpParams::FusedQAdd& q = fused_params_[i].qadd;
+        q.on = true;
+        q.conv_side = side;
+        q.a_zp = add.params.zp, q.b_zp = add.params.zp_b, q.y_zp = add.params.y_zp;
+        q.a_mult = add.params.mult, q.b_mult = add.params.mult_b, q.shift = add.params.shift;
+        q.act_min = add.params.act_min, q.act_max = add.params.act_max;
+      } else {
+        fused_params_[i].act = add.params.act;
+      }
       skipped_[j] = true;
       break;
     }
@@ -306,7 +321,7 @@ void Session::run() {
     const uint32_t res = fused_residual_[i];
     if (res != kAbsentInput) {  // at the op's residual slot, absent optional inputs before it
       while (scratch_.size() < size_t(node.op->residual_input)) scratch_.push_back({nullptr, nullptr});
-      scratch_.push_back({value_data(res), &shapes_[res], kDtypeF32});
+      scratch_.push_back({value_data(res), &shapes_[res], model_.values[res].dtype});
     }
     const uint32_t out = res != kAbsentInput ? fused_out_[i] : node.outputs[0];
     const OpParams& params = res != kAbsentInput ? fused_params_[i] : node.params;

@@ -73,7 +73,8 @@ class Session {
  private:
   void require_bound() const;
   void plan();  // shapes + arena for the bound input shapes
-  // conv2d -> add pairs run as one conv2d with the add's other operand as its residual.
+  // conv2d -> add (and qconv2d -> qadd) pairs run as one conv with the add's other operand as its
+  // residual.
   void plan_fusion(const std::vector<Shape>& shapes);
   const float* value_data(uint32_t id) const;
 
@@ -94,7 +95,8 @@ class Session {
   std::vector<std::shared_ptr<const void>> states_;  // per node: what its op's prepare built
   std::vector<std::string> kernel_choices_;  // per node: its op's OpDef::kernels, comma-separated
   // Per node, from plan_fusion: a conv2d that runs an add too reads fused_residual_ (else
-  // kAbsentInput), writes fused_out_ with fused_params_ (the add's activation); the add is skipped.
+  // kAbsentInput), writes fused_out_ with fused_params_ (the add's activation, or for qconv2d the
+  // qadd's parameters); the add is skipped.
   std::vector<uint32_t> fused_residual_, fused_out_;
   std::vector<OpParams> fused_params_;
   std::vector<bool> skipped_;

@@ -230,6 +230,14 @@ void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& p, const uint8_t* x, c
 void ds_qu8_dwconv3x3_planes__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
                                          const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
                                          int64_t c1);
+// The channels-in-lanes kernel with its per-channel constants (weights, bias, requantization)
+// packed once per session: packed_bytes is 0 when the shape does not run that kernel (then use
+// dwconv); pack fills packed_bytes for all q.conv.c channels; c0 a multiple of 16, and c1 too
+// unless it is q.conv.c.
+int64_t ds_qu8_dw3x3_packed_bytes__avx512vnni(const QConv2dParams& p);
+void ds_qu8_dw3x3_pack__avx512vnni(const QConv2dParams& p, const int8_t* w, const QChannelParams& ch, void* dst);
+void ds_qu8_dwconv3x3_packed__avx512vnni(const QConv2dParams& p, const uint8_t* x, const void* packed,
+                                         uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 // dot products for qdense: y[j] for rows [m0, m1) of w with raw-x sums folded as in QGemmParams.
 using QDenseKernel = void (*)(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1,
                               const QChannelParams& ch, const QuantOut& q, uint8_t* y);
@@ -258,6 +266,17 @@ struct QKernels {
   // ds_qu8_global_avgpool__scalar's contract; null: that kernel.
   void (*global_avgpool)(int64_t planes, int64_t size, int32_t x_zp, int32_t y_zp, int32_t mult, int32_t shift,
                          const uint8_t* x, uint8_t* y) = nullptr;
+  // qdense with the weights packed once (dense_pack into dense_packed_bytes): QDenseKernel's
+  // contract with w the packed weights and m0 a multiple of dense_rows; null: `dense`.
+  int64_t (*dense_packed_bytes)(int64_t m, int64_t k) = nullptr;
+  void (*dense_pack)(int64_t m, int64_t k, const int8_t* w, void* dst) = nullptr;
+  QDenseKernel dense_packed = nullptr;
+  int64_t dense_rows = 1;
+  // Optional: the depthwise kernel with per-session constants (ds_qu8_dw3x3_packed_bytes__*).
+  int64_t (*dw_packed_bytes)(const QConv2dParams& p) = nullptr;
+  void (*dw_pack)(const QConv2dParams& p, const int8_t* w, const QChannelParams& ch, void* dst) = nullptr;
+  void (*dwconv_packed)(const QConv2dParams& p, const uint8_t* x, const void* packed, uint8_t* workspace, uint8_t* y,
+                        int64_t c0, int64_t c1) = nullptr;
 };
 
 extern const QKernels ds_qkernels__scalar;

@@ -55,6 +55,15 @@ struct OpParams {
   int64_t mult = 0, mult_b = 0;        // qadd a/b multipliers; qglobal_avgpool multiplier
   int32_t shift = 0;                   // qadd, qglobal_avgpool
   std::vector<int64_t> zps, mults, shifts;  // qconcat, per input
+  // Not an attribute: a qadd the session runs in this qconv2d's epilogue (its residual input),
+  // with that add's parameters; conv_side tells which of its operands the conv's output is
+  // (0: a, 1: b). The conv's own y_zp, act_min, act_max above still give its u8 output first.
+  struct FusedQAdd {
+    bool on = false;
+    int conv_side = 0;
+    int32_t a_zp = 0, b_zp = 0, y_zp = 0, act_min = 0, act_max = 255, shift = 0;
+    int64_t a_mult = 0, b_mult = 0;
+  } qadd;
   // Not an attribute: the kernel the session was asked to prepare this node with (one of its
   // OpDef::kernels; empty: the op's own rule). Set by the session from the per-node kernel
   // choices (ds_session_options.kernels), read by prepare only.

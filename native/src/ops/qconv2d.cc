@@ -64,6 +64,10 @@ Conv2dParams conv_params(const OpParams& p, const Shape& x, const Shape& w, int6
 struct State {
   const QGemmKernels* gemm = nullptr;  // GEMM path
   QDwConvKernel dw = nullptr;          // depthwise path
+  // Depthwise with per-channel constants packed once (QKernels::dwconv_packed), when the level has
+  // a kernel for the shape.
+  void (*dw_packed)(const QConv2dParams&, const uint8_t*, const void*, uint8_t*, uint8_t*, int64_t, int64_t) = nullptr;
+  std::vector<uint8_t> dw_consts;
   std::vector<int32_t> bias;           // zero-point term folded in
   std::vector<uint8_t> packed_w;       // per group, group_bytes each
   int64_t group_bytes = 0;
@@ -121,6 +125,14 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   if (cg == 1 && og == 1 && kt.q->dwconv) {
     s->dw = kt.q->dwconv;
     s->ws_bytes = (ds_qu8_dwconv_workspace(c) + 63) / 64 * 64;
+    const QConv2dParams qc{c, p.zp, {p.y_zp, p.act_min, p.act_max}};
+    const int64_t bytes = kt.q->dw_packed_bytes ? kt.q->dw_packed_bytes(qc) : 0;
+    if (bytes > 0) {
+      s->dw_consts.resize(size_t(bytes));
+      kt.q->dw_pack(qc, w, {s->bias.data(), static_cast<const int32_t*>(in[3].data), static_cast<const int32_t*>(in[4].data)},
+                    s->dw_consts.data());
+      s->dw_packed = kt.q->dwconv_packed;
+    }
   } else if (kt.q->gemm) {
     const QGemmKernels& g = *kt.q->gemm;
     s->gemm = &g;
@@ -204,6 +216,31 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   return s;
 }
 
+// A qadd fused by the session (OpParams::qadd): y[i] = qadd(c[i], r[i]) for the conv's clamped u8
+// output c (read from the GEMM's staging or from y itself, in place) and the residual r at y's
+// offset, with the conv's output as the add's operand a or b: bit for bit the two nodes.
+struct FusedAdd {
+  QAddParams q;
+  int conv_side = 0;
+  QAddKernel vadd = nullptr;  // null: the scalar formula
+  const uint8_t* r = nullptr;
+  const uint8_t* y = nullptr;  // the output's start (r's offsets follow it)
+
+  void operator()(const uint8_t* c, uint8_t* dst, int64_t n) const {
+    const uint8_t* res = r + (dst - y);
+    const uint8_t* a = conv_side == 0 ? c : res;
+    const uint8_t* b = conv_side == 0 ? res : c;
+    if (vadd) {
+      vadd(n, q, a, b, dst);
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = (int64_t(a[i]) - q.a_zp) * q.a_mult + (int64_t(b[i]) - q.b_zp) * q.b_mult;
+      dst[i] = qu8_clamp(q.out.y_zp + qu8_round_shift(v, 31 + q.shift), q.out.act_min, q.out.act_max);
+    }
+  }
+};
+
 template <typename Fn>
 void parallel(ThreadPool* pool, int64_t tasks, Fn&& fn) {
   if (!pool || tasks < 2) {
@@ -275,7 +312,7 @@ void fill_phases4(const State& s, const Conv2dParams& c, int32_t x_zp, const uin
 
 // The path of State::shifted.
 void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const QChannelParams& ch, uint8_t* ws,
-                 int threads, ThreadPool* pool, uint8_t* y) {
+                 int threads, ThreadPool* pool, uint8_t* y, const FusedAdd* fuse) {
   const QGemmKernels& g = *s.gemm;
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
@@ -317,6 +354,7 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
         gp.ch = ch;
         gp.out = q.out;
         g.gemm_t(gp);
+        if (fuse) (*fuse)(gp.y + gp.m0 * pixels, gp.y + gp.m0 * pixels, (gp.m1 - gp.m0) * pixels);
       });
       continue;
     }
@@ -346,13 +384,16 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
         gp.ch = {ch.bias + gi * og + m0, ch.multiplier + gi * og + m0, ch.shift + gi * og + m0};
         gp.out = q.out;
         g.gemm(gp);
-        // Grid rows back to output rows, without the columns ox >= ow.
+        // Grid rows back to output rows, without the columns ox >= ow (the fused add on the way).
         for (int64_t oy = p0 / s.wq; oy * s.wq < p1; ++oy) {
           const int64_t q0 = std::max(p0, oy * s.wq), q1 = std::min(p1, oy * s.wq + c.ow);
           if (q1 <= q0) continue;
-          for (int64_t i = m0; i < m1; ++i)
-            std::memcpy(yg + i * pixels + oy * c.ow + (q0 - oy * s.wq), out + (i - m0) * (p1 - p0) + (q0 - p0),
-                        size_t(q1 - q0));
+          for (int64_t i = m0; i < m1; ++i) {
+            uint8_t* dst = yg + i * pixels + oy * c.ow + (q0 - oy * s.wq);
+            const uint8_t* src = out + (i - m0) * (p1 - p0) + (q0 - p0);
+            if (fuse) (*fuse)(src, dst, q1 - q0);
+            else std::memcpy(dst, src, size_t(q1 - q0));
+          }
         }
       });
     }
@@ -360,7 +401,7 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
 }
 
 void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out, const Shape& os,
-         const KernelTable&) {
+         const KernelTable& kt) {
   const State& s = *static_cast<const State*>(ctx.state);
   const Shape& xs = *in[0].shape;
   const Shape& wd = *in[1].shape;
@@ -373,8 +414,20 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   uint8_t* y = static_cast<uint8_t*>(out);
   const int32_t* mult = in[3].as<int32_t>();
   const int32_t* shift = in[4].as<int32_t>();
+  FusedAdd fused;
+  const FusedAdd* fuse = nullptr;
+  if (p.qadd.on) {
+    fused.q = {p.qadd.a_zp, p.qadd.b_zp, p.qadd.a_mult, p.qadd.b_mult, p.qadd.shift,
+               {p.qadd.y_zp, p.qadd.act_min, p.qadd.act_max}};
+    fused.conv_side = p.qadd.conv_side;
+    fused.vadd = kt.q ? kt.q->vadd : nullptr;
+    fused.r = in[5].as<uint8_t>();
+    fused.y = y;
+    fuse = &fused;
+  }
   if (!s.gemm && !s.dw) {
     ds_qu8_conv2d__scalar(q, x, w, {in[2].as<int32_t>(), mult, shift}, y);
+    if (fuse) fused(y, y, product(os));
     return;
   }
   const QChannelParams ch{s.bias.data(), mult, shift};
@@ -392,7 +445,10 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
       const uint8_t* xb = x + b * c.c * in_plane;
       uint8_t* yb = y + b * c.o * pixels;
       parallel(ctx.pool, blocks, [&](int64_t t, int thread) {
-        s.dw(one, xb, w, ch, ws + thread * s.ws_bytes, yb, t * per, std::min(c.c, (t + 1) * per));
+        const int64_t c0 = t * per, c1 = std::min(c.c, (t + 1) * per);
+        if (s.dw_packed) s.dw_packed(one, xb, s.dw_consts.data(), ws + thread * s.ws_bytes, yb, c0, c1);
+        else s.dw(one, xb, w, ch, ws + thread * s.ws_bytes, yb, c0, c1);
+        if (fuse) (*fuse)(yb + c0 * pixels, yb + c0 * pixels, (c1 - c0) * pixels);
       });
     }
     return;
@@ -400,7 +456,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   const QGemmKernels& g = *s.gemm;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
   if (s.shifted) {
-    run_shifted(s, q, x, ch, ws, threads, ctx.pool, y);
+    run_shifted(s, q, x, ch, ws, threads, ctx.pool, y, fuse);
     return;
   }
   const int64_t col_tasks = (pixels + s.chunk - 1) / s.chunk;
@@ -437,6 +493,8 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
         gp.ch = {ch.bias + gi * og + m0, ch.multiplier + gi * og + m0, ch.shift + gi * og + m0};
         gp.out = q.out;
         g.gemm(gp);
+        if (fuse)
+          for (int64_t i = m0; i < m1; ++i) (*fuse)(gp.y + (i - m0) * pixels, gp.y + (i - m0) * pixels, p1 - p0);
       });
     }
   }
@@ -444,6 +502,8 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
 
 }  // namespace
 
-extern const OpDef kQConv2dOp = {27, "qconv2d", 5, 5, parse, infer_shape, nullptr, false, check_dtypes, prepare, run};
+// Input 5 (never a graph input): the residual of a qadd the session fuses (OpParams::qadd).
+extern const OpDef kQConv2dOp = {27,      "qconv2d", 5,       5,       parse,   infer_shape, nullptr, false,
+                                 check_dtypes, prepare, run,  nullptr, nullptr, nullptr,     5};
 
 }  // namespace ds

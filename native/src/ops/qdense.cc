@@ -1,5 +1,6 @@
 // qdense (op id 28): x u8 (..., K), weight i8 (M,K), bias/multiplier/shift i32 (M); output u8 (..., M).
 // acc = bias + sum (x - x_zp) * w; y = clamp(y_zp + requant(acc, multiplier, shift), act_min, act_max).
+#include "core/thread_pool.h"
 #include "ops/qcommon.h"
 
 namespace ds {
@@ -36,9 +37,10 @@ uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const st
 // the raw-x dot product then stays exact in int32; empty otherwise (the reference kernel runs).
 struct State {
   std::vector<int32_t> bias;
+  std::vector<int8_t> packed;  // the weights for QKernels::dense_packed, when the level has it
 };
 
-std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable&, int) {
+std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable& kt, int) {
   auto s = std::make_shared<State>();
   const Shape& wd = *in[1].dims;
   const int64_t m = wd[0], k = wd[1];
@@ -54,6 +56,10 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       break;
     }
     s->bias.push_back(int32_t(b));
+  }
+  if (!s->bias.empty() && kt.q && kt.q->dense_packed) {
+    s->packed.resize(size_t(kt.q->dense_packed_bytes(m, k)));
+    kt.q->dense_pack(m, k, w, s->packed.data());
   }
   return s;
 }
@@ -73,7 +79,22 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
     return;
   }
   const QChannelParams ch{s.bias.data(), in[3].as<int32_t>(), in[4].as<int32_t>()};
-  for (int64_t i = 0; i < n; ++i) kt.q->dense(k, xd + i * k, w, 0, m, ch, q, y + i * m);
+  if (s.packed.empty()) {
+    for (int64_t i = 0; i < n; ++i) kt.q->dense(k, xd + i * k, w, 0, m, ch, q, y + i * m);
+    return;
+  }
+  // Row blocks of the packed weights split between the threads (the weights stream from memory:
+  // each thread reads its part once for all rows of x).
+  const int64_t rows = kt.q->dense_rows, blocks = (m + rows - 1) / rows;
+  const int threads = ctx.pool ? ctx.pool->size() : 1;
+  const int64_t tasks = threads > 1 && m * k >= 65536 ? std::min<int64_t>(blocks, 2 * threads) : 1;
+  const int64_t per = (blocks + tasks - 1) / tasks * rows;
+  auto task = [&](int64_t t) {
+    const int64_t m0 = t * per, m1 = std::min(m, m0 + per);
+    for (int64_t i = 0; i < n && m0 < m1; ++i) kt.q->dense_packed(k, xd + i * k, s.packed.data(), m0, m1, ch, q, y + i * m);
+  };
+  if (tasks == 1) task(0);
+  else ctx.pool->parallel_for(tasks, [&](int64_t t, int) { task(t); });
 }
 
 }  // namespace

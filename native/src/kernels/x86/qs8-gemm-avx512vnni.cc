@@ -32,13 +32,40 @@ constexpr auto pack_w = qs8_pack_w<kMr, kKr>;
 
 int64_t packed_x_bytes(int64_t k, int64_t n) { return (n + kNr - 1) / kNr * kNr * groups(k) * kKr; }
 
-// Packs x (k, n) whose row kk starts at row(kk): four rows of 16 columns at a time are
-// interleaved bytewise into [column][4]; masked loads give the zeros past n and past k.
+// Packs x (k, n) whose row kk starts at row(kk): four rows are interleaved bytewise into
+// [column][4], 64 columns (two panels) at a time with 512-bit unpacks and a 4x4 transpose of their
+// 128-bit lanes, the rest 16 columns at a time; masked loads give the zeros past n and past k.
 template <typename RowFn>
 void pack_x_impl(int64_t k, int64_t n, RowFn row, void* dst) {
   uint8_t* d = static_cast<uint8_t*>(dst);
-  const int64_t g_count = groups(k);
-  for (int64_t q = 0; q < (n + kNr - 1) / kNr; ++q) {
+  const int64_t g_count = groups(k), panels = (n + kNr - 1) / kNr;
+  int64_t q = 0;
+  for (; q + 2 <= panels && (q + 2) * kNr <= n; q += 2) {
+    const int64_t col0 = q * kNr;
+    for (int64_t g = 0; g < g_count; ++g) {
+      const int64_t k0 = g * kKr;
+      const __m512i r0 = _mm512_loadu_si512(row(k0) + col0);
+      const __m512i r1 = k0 + 1 < k ? _mm512_loadu_si512(row(k0 + 1) + col0) : _mm512_setzero_si512();
+      const __m512i r2 = k0 + 2 < k ? _mm512_loadu_si512(row(k0 + 2) + col0) : _mm512_setzero_si512();
+      const __m512i r3 = k0 + 3 < k ? _mm512_loadu_si512(row(k0 + 3) + col0) : _mm512_setzero_si512();
+      const __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
+      const __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
+      // Lane L of u_j: columns 16L + 4j .. 16L + 4j + 3, four bytes each.
+      const __m512i u0 = _mm512_unpacklo_epi16(t0, t2), u1 = _mm512_unpackhi_epi16(t0, t2);
+      const __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);
+      const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m512i v1 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m512i v3 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(3, 2, 3, 2));
+      uint8_t* o0 = d + (q * g_count + g) * kNr * kKr;        // columns 0..31
+      uint8_t* o1 = d + ((q + 1) * g_count + g) * kNr * kKr;  // columns 32..63
+      _mm512_storeu_si512(o0, _mm512_shuffle_i32x4(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)));
+      _mm512_storeu_si512(o0 + 64, _mm512_shuffle_i32x4(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
+      _mm512_storeu_si512(o1, _mm512_shuffle_i32x4(v2, v3, _MM_SHUFFLE(2, 0, 2, 0)));
+      _mm512_storeu_si512(o1 + 64, _mm512_shuffle_i32x4(v2, v3, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+  }
+  for (; q < panels; ++q) {
     const int64_t col0 = q * kNr;
     for (int64_t g = 0; g < g_count; ++g) {
       uint8_t* out = d + (q * g_count + g) * kNr * kKr;
@@ -228,16 +255,25 @@ struct LaneRequant {
   }
 };
 
-// The epilogue of one tile, out of line: its constants are not live across the K loop.
-__attribute__((noinline)) void gemm_t_store(const QGemmTParams& p, const __m512i (*acc)[2], int64_t i0,
-                                            int64_t rows, int64_t t0, int64_t cnt) {
-  const RequantRange range(p.out);
+// The epilogue constants of a panel of 32 output channels, set once per panel (not per tile:
+// their vector loads right after the scalar stores that build them stall on store forwarding).
+struct PanelRequant {
   LaneRequant rq[2];
-  rq[0].set(p.ch.multiplier + i0, p.ch.shift + i0, std::min<int64_t>(16, rows));
-  rq[1].set(p.ch.multiplier + i0 + 16, p.ch.shift + i0 + 16, std::max<int64_t>(0, rows - 16));
-  const __m512i bias0 = _mm512_maskz_loadu_epi32(qu8_mask16(rows), p.ch.bias + i0);
-  const __m512i bias1 =
-      rows > 16 ? _mm512_maskz_loadu_epi32(qu8_mask16(rows - 16), p.ch.bias + i0 + 16) : _mm512_setzero_si512();
+  __m512i bias0, bias1;
+  void set(const QGemmTParams& p, int64_t i0, int64_t rows) {
+    rq[0].set(p.ch.multiplier + i0, p.ch.shift + i0, std::min<int64_t>(16, rows));
+    rq[1].set(p.ch.multiplier + i0 + 16, p.ch.shift + i0 + 16, std::max<int64_t>(0, rows - 16));
+    bias0 = _mm512_maskz_loadu_epi32(qu8_mask16(rows), p.ch.bias + i0);
+    bias1 = rows > 16 ? _mm512_maskz_loadu_epi32(qu8_mask16(rows - 16), p.ch.bias + i0 + 16) : _mm512_setzero_si512();
+  }
+};
+
+// The epilogue of one tile, out of line: its constants are not live across the K loop.
+__attribute__((noinline)) void gemm_t_store(const QGemmTParams& p, const PanelRequant& pr, const __m512i (*acc)[2],
+                                            int64_t i0, int64_t rows, int64_t t0, int64_t cnt) {
+  const RequantRange range(p.out);
+  const LaneRequant* rq = pr.rq;
+  const __m512i bias0 = pr.bias0, bias1 = pr.bias1;
   // [pixel][channel] bytes, then channel rows of cnt bytes.
   alignas(64) uint8_t stage[8][32];
   for (int t = 0; t < cnt; ++t) {
@@ -250,36 +286,91 @@ __attribute__((noinline)) void gemm_t_store(const QGemmTParams& p, const __m512i
   }
 }
 
-void gemm_t(const QGemmTParams& p) {
-  const int64_t g_count = groups(p.k);
-  for (int64_t i0 = p.m0; i0 < p.m1; i0 += 32) {
-    const int64_t rows = std::min<int64_t>(32, p.m1 - i0);
-    const int8_t* wp = static_cast<const int8_t*>(p.w) + (i0 / 32) * 32 * g_count * kKr;
-    for (int64_t t0 = 0; t0 < p.n; t0 += 8) {
-      const int64_t cnt = std::min<int64_t>(8, p.n - t0);
-      const uint8_t* xp[8];
-      for (int t = 0; t < 8; ++t) xp[t] = p.x + 4 * int64_t(p.pix[t0 + std::min<int64_t>(t, cnt - 1)]);
-      // Sixteen named accumulators (an array gets copied around the loop by GCC).
-      __m512i a00 = _mm512_setzero_si512(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
-              a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
-      const uint8_t *x0 = xp[0], *x1 = xp[1], *x2 = xp[2], *x3 = xp[3], *x4 = xp[4], *x5 = xp[5], *x6 = xp[6],
-                    *x7 = xp[7];
-      for (int64_t g = 0; g < g_count; ++g) {
-        const __m512i w0 = _mm512_loadu_si512(wp + g * 128), w1 = _mm512_loadu_si512(wp + g * 128 + 64);
-        const int64_t off = p.x_offsets[g];
+// Tiles of P pixels (8, or 7 when that divides the pixels and 8 does not: ResNet's 7x7 and 14x14
+// outputs, 49 and 196 pixels, leave no partial tile whose missing pixels would be computed too).
+template <int P>
+void gemm_t_panel(const QGemmTParams& p, const PanelRequant& pr, const int8_t* wp, int64_t g_count, int64_t i0,
+                  int64_t rows) {
+  for (int64_t t0 = 0; t0 < p.n; t0 += P) {
+    const int64_t cnt = std::min<int64_t>(P, p.n - t0);
+    const uint8_t* xp[8];
+    for (int t = 0; t < 8; ++t) xp[t] = p.x + 4 * int64_t(p.pix[t0 + std::min<int64_t>(t, cnt - 1)]);
+    // Sixteen named accumulators (an array gets copied around the loop by GCC).
+    __m512i a00 = _mm512_setzero_si512(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
+            a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00, a60 = a00, a61 = a00, a70 = a00, a71 = a00;
+    const uint8_t *x0 = xp[0], *x1 = xp[1], *x2 = xp[2], *x3 = xp[3], *x4 = xp[4], *x5 = xp[5], *x6 = xp[6],
+                  *x7 = xp[7];
+    for (int64_t g = 0; g < g_count; ++g) {
+      const __m512i w0 = _mm512_loadu_si512(wp + g * 128), w1 = _mm512_loadu_si512(wp + g * 128 + 64);
+      const int64_t off = p.x_offsets[g];
 #define DS_QT_STEP(xt, c0, c1)                                                           \
   {                                                                                      \
     const __m512i xb = _mm512_set1_epi32(*reinterpret_cast<const packed_x32*>(xt + off)); \
     c0 = _mm512_dpbusd_epi32(c0, xb, w0);                                                \
     c1 = _mm512_dpbusd_epi32(c1, xb, w1);                                                \
   }
-        DS_QT_STEP(x0, a00, a01) DS_QT_STEP(x1, a10, a11) DS_QT_STEP(x2, a20, a21) DS_QT_STEP(x3, a30, a31)
-        DS_QT_STEP(x4, a40, a41) DS_QT_STEP(x5, a50, a51) DS_QT_STEP(x6, a60, a61) DS_QT_STEP(x7, a70, a71)
+      DS_QT_STEP(x0, a00, a01) DS_QT_STEP(x1, a10, a11) DS_QT_STEP(x2, a20, a21) DS_QT_STEP(x3, a30, a31)
+      DS_QT_STEP(x4, a40, a41) DS_QT_STEP(x5, a50, a51) DS_QT_STEP(x6, a60, a61)
+      if constexpr (P == 8) DS_QT_STEP(x7, a70, a71)
 #undef DS_QT_STEP
-      }
-      const __m512i acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
-                                 {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
-      gemm_t_store(p, acc, i0, rows, t0, cnt);
+    }
+    const __m512i acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
+                               {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
+    gemm_t_store(p, pr, acc, i0, rows, t0, cnt);
+  }
+}
+
+void gemm_t(const QGemmTParams& p) {
+  const int64_t g_count = groups(p.k);
+  const bool sevens = p.n % 8 != 0 && p.n % 7 == 0;
+  for (int64_t i0 = p.m0; i0 < p.m1; i0 += 32) {
+    const int64_t rows = std::min<int64_t>(32, p.m1 - i0);
+    const int8_t* wp = static_cast<const int8_t*>(p.w) + (i0 / 32) * 32 * g_count * kKr;
+    PanelRequant pr;
+    pr.set(p, i0, rows);
+    if (sevens) gemm_t_panel<7>(p, pr, wp, g_count, i0, rows);
+    else gemm_t_panel<8>(p, pr, wp, g_count, i0, rows);
+  }
+}
+
+// qdense over the weights packed as for gemm_t ([panel of 32 rows][k/4][32][4]): per panel the 32
+// rows are the lanes of two accumulators and each step broadcasts four bytes of x, so the weights
+// stream in order and no horizontal sums are needed; even and odd depth groups go to separate
+// accumulators (four chains), added at the end (exact: int32 sums without overflow).
+void dense_packed(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int64_t m1, const QChannelParams& ch,
+                  const QuantOut& q, uint8_t* y) {
+  const int64_t g_count = groups(k), full = k / kKr;
+  int32_t tail = 0;  // the last, partial depth group of x (the packed weights are zero past k)
+  std::memcpy(&tail, x + full * kKr, size_t(k - full * kKr));
+  const RequantRange range(q);
+  for (int64_t i0 = m0; i0 < m1; i0 += 32) {
+    const int64_t rows = std::min<int64_t>(32, m1 - i0);
+    const int8_t* wp = w + (i0 / 32) * 32 * g_count * kKr;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, b0 = a0, b1 = a0;
+    int64_t g = 0;
+    for (; g + 2 <= full; g += 2) {
+      const __m512i xa = _mm512_set1_epi32(*reinterpret_cast<const packed_x32*>(x + g * kKr));
+      const __m512i xb = _mm512_set1_epi32(*reinterpret_cast<const packed_x32*>(x + g * kKr + kKr));
+      a0 = _mm512_dpbusd_epi32(a0, xa, _mm512_loadu_si512(wp + g * 128));
+      a1 = _mm512_dpbusd_epi32(a1, xa, _mm512_loadu_si512(wp + g * 128 + 64));
+      b0 = _mm512_dpbusd_epi32(b0, xb, _mm512_loadu_si512(wp + g * 128 + 128));
+      b1 = _mm512_dpbusd_epi32(b1, xb, _mm512_loadu_si512(wp + g * 128 + 192));
+    }
+    for (; g < g_count; ++g) {
+      const __m512i xa = _mm512_set1_epi32(g < full ? *reinterpret_cast<const packed_x32*>(x + g * kKr) : tail);
+      a0 = _mm512_dpbusd_epi32(a0, xa, _mm512_loadu_si512(wp + g * 128));
+      a1 = _mm512_dpbusd_epi32(a1, xa, _mm512_loadu_si512(wp + g * 128 + 64));
+    }
+    const int64_t lo = std::min<int64_t>(16, rows), hi = rows - lo;
+    LaneRequant rq;
+    rq.set(ch.multiplier + i0, ch.shift + i0, lo);
+    const __m512i acc0 = _mm512_add_epi32(_mm512_add_epi32(a0, b0), _mm512_maskz_loadu_epi32(qu8_mask16(lo), ch.bias + i0));
+    _mm_mask_storeu_epi8(y + i0, qu8_mask16(lo), rq(acc0, range));
+    if (hi > 0) {
+      rq.set(ch.multiplier + i0 + 16, ch.shift + i0 + 16, hi);
+      const __m512i acc1 =
+          _mm512_add_epi32(_mm512_add_epi32(a1, b1), _mm512_maskz_loadu_epi32(qu8_mask16(hi), ch.bias + i0 + 16));
+      _mm_mask_storeu_epi8(y + i0 + 16, qu8_mask16(hi), rq(acc1, range));
     }
   }
 }
@@ -410,6 +501,9 @@ extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kern
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
                                                  ds_qu8_dequantize__avx512,   ds_u8_maxpool2d__avx512,
-                                                 ds_qu8_global_avgpool__avx512};
+                                                 ds_qu8_global_avgpool__avx512, packed_wt_bytes,
+                                                 pack_wt,                     dense_packed,
+                                                 32,                          ds_qu8_dw3x3_packed_bytes__avx512vnni,
+                                                 ds_qu8_dw3x3_pack__avx512vnni, ds_qu8_dwconv3x3_packed__avx512vnni};
 
 }  // namespace ds

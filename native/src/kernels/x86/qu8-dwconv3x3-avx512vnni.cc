@@ -217,50 +217,76 @@ struct alignas(64) ClRequant {
   __m512i mult_e, mult_o, round_e, round_o, count_e, count_o;
 };
 
+// How a block requantizes (every mode gives the docs/format.md result):
+//   kWide: any shift; 64-bit products, rounding and shift, clamp in 64 bits, then y_zp.
+//   kNarrow: every channel's n = 31 + shift in 32..52: y_zp folded into the 64-bit rounding term.
+//   kHigh: every n in 33..52: with n = 32 + t (t >= 1) the rounding term 2^(n-1) + y_zp 2^n is
+//     2^32 R (R = 2^(t-1) + y_zp 2^t), so floor((P + 2^32 R) / 2^n) = (floor(P / 2^32) + R) >> t
+//     for the 64-bit product P = acc * M: only the products' high halves are needed, and the
+//     rounding and shift run on 16 int32 lanes (|P| < 2^62, so |P >> 32| + R < 2^30 + 2^29).
+enum ClMode { kWide = 0, kNarrow = 1, kHigh = 2 };
+
 struct ClBlock {
   ClRequant rq[4];
   __m512i wa[3][4], wb[3][4], bias[4];
   __m512i lo, hi, y_zp, lo8, hi8;
-  bool narrow;  // every channel's 31 + shift in 32..52: y_zp folded into the rounding term
+  int mode;  // ClMode
 };
 
-void setup_block(const QConv2dParams& q, const int8_t* w, const QChannelParams& ch, int64_t c0, int64_t nch,
-                 ClBlock& b) {
-  // Per channel (and per channel parity for the 64-bit constants), then broadcast per vector g.
-  alignas(64) int32_t bias[16], wa[3][16], wb[3][16];
-  alignas(64) int64_t mult[2][8], round[2][8], count[2][8];
-  b.narrow = true;
+// The per-channel constants of a block of 16 channels before broadcasting: computed per call, or
+// once per session (ds_qu8_dw3x3_pack__avx512vnni).
+struct alignas(64) ClConsts {
+  int32_t bias[16], wa[3][16], wb[3][16], round32[16], count32[16];
+  int64_t mult[2][8], round[2][8], count[2][8];
+  int32_t mode;  // ClMode
+};
+
+void pack_consts(const QConv2dParams& q, const int8_t* w, const QChannelParams& ch, int64_t c0, int64_t nch,
+                 ClConsts& k) {
+  bool narrow = true, high = true;
   for (int c = 0; c < 16; ++c) {
-    const int32_t n = c < nch ? 31 + ch.shift[c0 + c] : 32;
-    if (n < 32 || n > 52) b.narrow = false;
+    const int32_t n = c < nch ? 31 + ch.shift[c0 + c] : 33;  // lanes past nch: multiplier 0
+    if (n < 32 || n > 52) narrow = false;
+    if (n < 33 || n > 52) high = false;
   }
+  k.mode = high ? kHigh : narrow ? kNarrow : kWide;
   const int64_t y_zp = q.out.y_zp;
   for (int c = 0; c < 16; ++c) {
     const bool on = c < nch;
-    const int32_t n = on ? 31 + ch.shift[c0 + c] : 32;
-    bias[c] = on ? ch.bias[c0 + c] : 0;
-    mult[c & 1][c >> 1] = on ? ch.multiplier[c0 + c] : 0;
-    round[c & 1][c >> 1] = (int64_t(1) << (n - 1)) + (b.narrow ? y_zp << n : 0);
-    count[c & 1][c >> 1] = b.narrow && (c & 1) ? n - 32 : n;
+    const int32_t n = on ? 31 + ch.shift[c0 + c] : 33;
+    k.bias[c] = on ? ch.bias[c0 + c] : 0;
+    k.mult[c & 1][c >> 1] = on ? ch.multiplier[c0 + c] : 0;
+    k.round[c & 1][c >> 1] = (int64_t(1) << (n - 1)) + (narrow ? y_zp << n : 0);
+    k.count[c & 1][c >> 1] = narrow && (c & 1) ? n - 32 : n;
+    k.round32[c] = high ? int32_t((int64_t(1) << (n - 33)) + (y_zp << (n - 32))) : 0;
+    k.count32[c] = high ? n - 32 : 0;
     const int8_t* wc = w + (c0 + c) * 9;
     for (int ky = 0; ky < 3; ++ky) {
       const uint32_t w0 = on ? uint8_t(wc[ky * 3]) : 0, w1 = on ? uint8_t(wc[ky * 3 + 1]) : 0,
                      w2 = on ? uint8_t(wc[ky * 3 + 2]) : 0;
-      wa[ky][c] = int32_t(w0 | w1 << 8 | w2 << 16);
-      wb[ky][c] = int32_t(w0 << 8 | w1 << 16 | w2 << 24);
+      k.wa[ky][c] = int32_t(w0 | w1 << 8 | w2 << 16);
+      k.wb[ky][c] = int32_t(w0 << 8 | w1 << 16 | w2 << 24);
     }
   }
+}
+
+void load_block(const QConv2dParams& q, const ClConsts& k, ClBlock& b) {
   // Lane (k, c) of vector g: channel 4g + c; qword (k, h) of the even / odd constants: channel
   // 4g + 2h / 4g + 2h + 1.
   auto b32 = [](const int32_t* v) { return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(v))); };
   auto b64 = [](const int64_t* v) { return _mm512_broadcast_i64x2(_mm_load_si128(reinterpret_cast<const __m128i*>(v))); };
+  b.mode = k.mode;
   for (int g = 0; g < 4; ++g) {
-    b.bias[g] = b32(bias + 4 * g);
-    for (int ky = 0; ky < 3; ++ky) b.wa[ky][g] = b32(wa[ky] + 4 * g), b.wb[ky][g] = b32(wb[ky] + 4 * g);
+    b.bias[g] = b32(k.bias + 4 * g);
+    for (int ky = 0; ky < 3; ++ky) b.wa[ky][g] = b32(k.wa[ky] + 4 * g), b.wb[ky][g] = b32(k.wb[ky] + 4 * g);
     ClRequant& r = b.rq[g];
-    r.mult_e = b64(mult[0] + 2 * g), r.mult_o = b64(mult[1] + 2 * g);
-    r.round_e = b64(round[0] + 2 * g), r.round_o = b64(round[1] + 2 * g);
-    r.count_e = b64(count[0] + 2 * g), r.count_o = b64(count[1] + 2 * g);
+    r.mult_e = b64(k.mult[0] + 2 * g), r.mult_o = b64(k.mult[1] + 2 * g);
+    if (k.mode == kHigh) {  // int32 lanes
+      r.round_e = b32(k.round32 + 4 * g), r.count_e = b32(k.count32 + 4 * g);
+    } else {
+      r.round_e = b64(k.round[0] + 2 * g), r.round_o = b64(k.round[1] + 2 * g);
+      r.count_e = b64(k.count[0] + 2 * g), r.count_o = b64(k.count[1] + 2 * g);
+    }
   }
   b.lo = _mm512_set1_epi64(q.out.act_min - q.out.y_zp), b.hi = _mm512_set1_epi64(q.out.act_max - q.out.y_zp);
   b.lo8 = _mm512_set1_epi8(char(q.out.act_min)), b.hi8 = _mm512_set1_epi8(char(q.out.act_max));
@@ -269,13 +295,21 @@ void setup_block(const QConv2dParams& q, const int8_t* w, const QChannelParams& 
 
 // The int32 result before the clamp (kNarrow: y_zp already in the rounding term; else clamped to
 // the output range in 64 bits and y_zp added), which the packs below saturate to 0..255.
-template <bool kNarrow>
+template <int kMode>
 inline __m512i requant_lanes(__m512i acc, const ClRequant& r, const ClBlock& b) {
+  if (kMode == kHigh) {
+    // The high halves of the even lanes' products moved down into the even lanes (vpshufd with
+    // a merge mask), the odd lanes' already in place; then R and the shift t in int32 lanes.
+    const __m512i even = _mm512_mul_epi32(acc, r.mult_e);
+    const __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), r.mult_o);
+    const __m512i high = _mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_CDAB);
+    return _mm512_srav_epi32(_mm512_add_epi32(high, r.round_e), r.count_e);
+  }
   __m512i even = _mm512_add_epi64(_mm512_mul_epi32(acc, r.mult_e), r.round_e);
   __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), r.mult_o), r.round_o);
   even = _mm512_srav_epi64(even, r.count_e);
   odd = _mm512_srav_epi64(odd, r.count_o);
-  if (kNarrow) return _mm512_mask_blend_epi32(0xAAAA, even, odd);
+  if (kMode == kNarrow) return _mm512_mask_blend_epi32(0xAAAA, even, odd);
   even = _mm512_max_epi64(_mm512_min_epi64(even, b.hi), b.lo);
   odd = _mm512_max_epi64(_mm512_min_epi64(odd, b.hi), b.lo);
   return _mm512_add_epi32(_mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32)), b.y_zp);
@@ -283,12 +317,12 @@ inline __m512i requant_lanes(__m512i acc, const ClRequant& r, const ClBlock& b) 
 
 // The four vectors g of 4 windows -> 128-bit lane k: the 16 channels of window k, as u8 clamped
 // to the output range (lo8, hi8).
-template <bool kNarrow>
+template <int kMode>
 inline __m512i requant_windows(const __m512i acc[4], const ClBlock& b) {
-  const __m512i v01 = _mm512_packs_epi32(requant_lanes<kNarrow>(acc[0], b.rq[0], b),
-                                          requant_lanes<kNarrow>(acc[1], b.rq[1], b));
-  const __m512i v23 = _mm512_packs_epi32(requant_lanes<kNarrow>(acc[2], b.rq[2], b),
-                                          requant_lanes<kNarrow>(acc[3], b.rq[3], b));
+  const __m512i v01 = _mm512_packs_epi32(requant_lanes<kMode>(acc[0], b.rq[0], b),
+                                          requant_lanes<kMode>(acc[1], b.rq[1], b));
+  const __m512i v23 = _mm512_packs_epi32(requant_lanes<kMode>(acc[2], b.rq[2], b),
+                                          requant_lanes<kMode>(acc[3], b.rq[3], b));
   return _mm512_min_epu8(_mm512_max_epu8(_mm512_packus_epi16(v01, v23), b.lo8), b.hi8);
 }
 
@@ -357,7 +391,7 @@ inline void store_qwords(uint8_t* d, int64_t stride, int64_t count, int64_t n, b
     _mm_mask_storeu_epi8(d + c * stride, m, c & 1 ? _mm_unpackhi_epi64(l[c >> 1], l[c >> 1]) : l[c >> 1]);
 }
 
-template <int kStride, bool kNarrow>
+template <int kStride, int kMode>
 void cl_block(const QConv2dParams& q, const QDw3x3ClLayout& l, const ClBlock& b, const uint8_t* x, int64_t nch,
               uint8_t* u, uint8_t* y) {
   const Conv2dParams& p = q.conv;
@@ -404,7 +438,7 @@ void cl_block(const QConv2dParams& q, const QDw3x3ClLayout& l, const ClBlock& b,
           }
         }
         const int64_t ox = kStride == 1 ? 2 * e : e, n = std::min<int64_t>(8, p.ow - ox);
-        const __m512i ra = requant_windows<kNarrow>(acc_a, b), rb = requant_windows<kNarrow>(acc_b, b);
+        const __m512i ra = requant_windows<kMode>(acc_a, b), rb = requant_windows<kMode>(acc_b, b);
         // Word c of lane k: channel c at the columns of a and b in lane k; then qword c: channel c
         // (stride 2: its bytes in the order 0, 4, 1, 5, ..., put right by `order2`).
         __m512i lo = _mm512_permutexvar_epi16(gather8, _mm512_unpacklo_epi8(ra, rb));
@@ -421,31 +455,66 @@ void cl_block(const QConv2dParams& q, const QDw3x3ClLayout& l, const ClBlock& b,
 
 }  // namespace
 
-void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w,
-                                     const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
-                                     int64_t c1) {
+namespace {
+
+// Blocks of 16 channels from cb = c0 (nch each, at most 16) with constants from `consts(cb, nch)`.
+template <typename ConstsFn>
+void cl_blocks(const QConv2dParams& q, const uint8_t* x, uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1,
+               ConstsFn consts) {
   const Conv2dParams& p = q.conv;
   const QDw3x3ClLayout l = ds_qu8_dw3x3_cl_layout(p);
   ClBlock b;
   for (int64_t cb = c0; cb < c1; cb += 16) {
     const int64_t nch = std::min<int64_t>(16, c1 - cb);
-    setup_block(q, w, ch, cb, nch, b);
+    load_block(q, consts(cb, nch), b);
     const uint8_t* xb = x + cb * p.h * p.w;
     uint8_t* yb = y + cb * p.oh * p.ow;
     if (p.stride_w == 1) {
-      if (b.narrow) cl_block<1, true>(q, l, b, xb, nch, workspace, yb);
-      else cl_block<1, false>(q, l, b, xb, nch, workspace, yb);
+      if (b.mode == kHigh) cl_block<1, kHigh>(q, l, b, xb, nch, workspace, yb);
+      else if (b.mode == kNarrow) cl_block<1, kNarrow>(q, l, b, xb, nch, workspace, yb);
+      else cl_block<1, kWide>(q, l, b, xb, nch, workspace, yb);
     } else {
-      if (b.narrow) cl_block<2, true>(q, l, b, xb, nch, workspace, yb);
-      else cl_block<2, false>(q, l, b, xb, nch, workspace, yb);
+      if (b.mode == kHigh) cl_block<2, kHigh>(q, l, b, xb, nch, workspace, yb);
+      else if (b.mode == kNarrow) cl_block<2, kNarrow>(q, l, b, xb, nch, workspace, yb);
+      else cl_block<2, kWide>(q, l, b, xb, nch, workspace, yb);
     }
   }
 }
 
+bool cl_applies(const Conv2dParams& p) {
+  return p.kh == 3 && p.kw == 3 && p.dil_h == 1 && p.dil_w == 1 && (p.stride_w == 1 || p.stride_w == 2);
+}
+
+}  // namespace
+
+void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w,
+                                     const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
+                                     int64_t c1) {
+  ClConsts k;
+  cl_blocks(q, x, workspace, y, c0, c1, [&](int64_t cb, int64_t nch) -> const ClConsts& {
+    pack_consts(q, w, ch, cb, nch, k);
+    return k;
+  });
+}
+
+int64_t ds_qu8_dw3x3_packed_bytes__avx512vnni(const QConv2dParams& q) {
+  return cl_applies(q.conv) ? (q.conv.c + 15) / 16 * int64_t(sizeof(ClConsts)) + 64 : 0;
+}
+
+void ds_qu8_dw3x3_pack__avx512vnni(const QConv2dParams& q, const int8_t* w, const QChannelParams& ch, void* dst) {
+  ClConsts* k = reinterpret_cast<ClConsts*>((reinterpret_cast<uintptr_t>(dst) + 63) / 64 * 64);
+  for (int64_t cb = 0; cb < q.conv.c; cb += 16) pack_consts(q, w, ch, cb, std::min<int64_t>(16, q.conv.c - cb), k[cb / 16]);
+}
+
+void ds_qu8_dwconv3x3_packed__avx512vnni(const QConv2dParams& q, const uint8_t* x, const void* packed,
+                                         uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1) {
+  const ClConsts* k = reinterpret_cast<const ClConsts*>((reinterpret_cast<uintptr_t>(packed) + 63) / 64 * 64);
+  cl_blocks(q, x, workspace, y, c0, c1, [&](int64_t cb, int64_t) -> const ClConsts& { return k[cb / 16]; });
+}
+
 void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
                                   uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1) {
-  const Conv2dParams& p = q.conv;
-  if (p.kh != 3 || p.kw != 3 || p.dil_h != 1 || p.dil_w != 1 || (p.stride_w != 1 && p.stride_w != 2)) {
+  if (!cl_applies(q.conv)) {
     ds_qu8_dwconv__avx512vnni(q, x, w, ch, workspace, y, c0, c1);
     return;
   }

@@ -66,46 +66,56 @@ void ds_qu8_vadd__avx512(int64_t n, const QAddParams& q, const uint8_t* a, const
 }
 
 void ds_u8_maxpool2d__avx512(const Pool2dParams& p, const uint8_t* x, uint8_t* y) {
-  constexpr int64_t kRow = 4096;
+  constexpr int64_t kRow = 4096, kBuffer = 32768;
   const int64_t span = (p.kw - 1) * p.dil_w + 1;
   const int64_t width = std::max((p.ow - 1) * p.stride_w + span, p.pad_left + p.w);
   if (p.stride_w > 2 || width > kRow) {
     ds_u8_maxpool2d__scalar(p, x, y);
     return;
   }
-  // Row r of the window maximum at vm + r; columns outside [pad_left, pad_left + w) stay 0, and
-  // 128 bytes of slack take the full-vector reads.
-  alignas(64) uint8_t vm[kRow + 128];
-  std::memset(vm, 0, sizeof(vm));
-  uint8_t* row = vm + p.pad_left;
+  // The window maxima down the rows of a block of output rows first, each into its own zero-padded
+  // row of vm, then across: the loads across then read rows stored a block earlier (reading a row
+  // right after its unaligned stores stalls on store forwarding). Columns outside
+  // [pad_left, pad_left + w) stay 0, and 128 bytes of slack take the full-vector reads.
+  const int64_t row_bytes = (width + 128 + 63) / 64 * 64;
+  const int64_t block = std::max<int64_t>(1, std::min(p.oh, kBuffer / row_bytes));
+  alignas(64) uint8_t vm[kBuffer + kRow + 192];
+  std::memset(vm, 0, size_t(block * row_bytes));
   for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
     const uint8_t* xp = x + plane * p.h * p.w;
     uint8_t* yp = y + plane * p.oh * p.ow;
-    for (int64_t oy = 0; oy < p.oh; ++oy) {
-      // The window's rows [ky0, ky1) in the input (none: every output 0, as the scalar kernel).
-      const int64_t iy0 = oy * p.stride_h - p.pad_top;
-      const int64_t ky0 = iy0 >= 0 ? 0 : (-iy0 + p.dil_h - 1) / p.dil_h;
-      const int64_t ky1 = std::max(ky0, std::min(p.kh, p.h - iy0 <= 0 ? 0 : (p.h - iy0 + p.dil_h - 1) / p.dil_h));
-      for (int64_t i = 0; i < p.w; i += 64) {
-        const __mmask64 m = p.w - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (p.w - i)) - 1;
-        __m512i v = _mm512_setzero_si512();
-        for (int64_t ky = ky0; ky < ky1; ++ky)
-          v = _mm512_max_epu8(v, _mm512_maskz_loadu_epi8(m, xp + (iy0 + ky * p.dil_h) * p.w + i));
-        _mm512_mask_storeu_epi8(row + i, m, v);
-      }
-      uint8_t* yr = yp + oy * p.ow;
-      if (p.stride_w == 1) {
-        for (int64_t ox = 0; ox < p.ow; ox += 64) {
-          __m512i acc = _mm512_loadu_si512(vm + ox);
-          for (int64_t kx = 1; kx < p.kw; ++kx) acc = _mm512_max_epu8(acc, _mm512_loadu_si512(vm + ox + kx * p.dil_w));
-          _mm512_mask_storeu_epi8(yr + ox, p.ow - ox >= 64 ? ~__mmask64(0) : (__mmask64(1) << (p.ow - ox)) - 1, acc);
+    for (int64_t oy0 = 0; oy0 < p.oh; oy0 += block) {
+      const int64_t oy1 = std::min(p.oh, oy0 + block);
+      for (int64_t oy = oy0; oy < oy1; ++oy) {
+        uint8_t* row = vm + (oy - oy0) * row_bytes + p.pad_left;
+        // The window's rows [ky0, ky1) in the input (none: every output 0, as the scalar kernel).
+        const int64_t iy0 = oy * p.stride_h - p.pad_top;
+        const int64_t ky0 = iy0 >= 0 ? 0 : (-iy0 + p.dil_h - 1) / p.dil_h;
+        const int64_t ky1 = std::max(ky0, std::min(p.kh, p.h - iy0 <= 0 ? 0 : (p.h - iy0 + p.dil_h - 1) / p.dil_h));
+        for (int64_t i = 0; i < p.w; i += 64) {
+          const __mmask64 m = p.w - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (p.w - i)) - 1;
+          __m512i v = _mm512_setzero_si512();
+          for (int64_t ky = ky0; ky < ky1; ++ky)
+            v = _mm512_max_epu8(v, _mm512_maskz_loadu_epi8(m, xp + (iy0 + ky * p.dil_h) * p.w + i));
+          _mm512_mask_storeu_epi8(row + i, m, v);
         }
-      } else {
-        for (int64_t ox = 0; ox < p.ow; ox += 32) {
-          __m256i acc = _mm256_setzero_si256();
-          for (int64_t kx = 0; kx < p.kw; ++kx)
-            acc = _mm256_max_epu8(acc, _mm512_cvtepi16_epi8(_mm512_loadu_si512(vm + 2 * ox + kx * p.dil_w)));
-          _mm256_mask_storeu_epi8(yr + ox, p.ow - ox >= 32 ? ~__mmask32(0) : (__mmask32(1) << (p.ow - ox)) - 1, acc);
+      }
+      for (int64_t oy = oy0; oy < oy1; ++oy) {
+        const uint8_t* r = vm + (oy - oy0) * row_bytes;
+        uint8_t* yr = yp + oy * p.ow;
+        if (p.stride_w == 1) {
+          for (int64_t ox = 0; ox < p.ow; ox += 64) {
+            __m512i acc = _mm512_loadu_si512(r + ox);
+            for (int64_t kx = 1; kx < p.kw; ++kx) acc = _mm512_max_epu8(acc, _mm512_loadu_si512(r + ox + kx * p.dil_w));
+            _mm512_mask_storeu_epi8(yr + ox, p.ow - ox >= 64 ? ~__mmask64(0) : (__mmask64(1) << (p.ow - ox)) - 1, acc);
+          }
+        } else {
+          for (int64_t ox = 0; ox < p.ow; ox += 32) {
+            __m256i acc = _mm256_setzero_si256();
+            for (int64_t kx = 0; kx < p.kw; ++kx)
+              acc = _mm256_max_epu8(acc, _mm512_cvtepi16_epi8(_mm512_loadu_si512(r + 2 * ox + kx * p.dil_w)));
+            _mm256_mask_storeu_epi8(yr + ox, p.ow - ox >= 32 ? ~__mmask32(0) : (__mmask32(1) << (p.ow - ox)) - 1, acc);
+          }
         }
       }
     }

@@ -10,6 +10,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // false positives inside the intrinsics
+#pragma GCC diagnostic ignored "-Wuninitialized"  // likewise (_mm512_broadcast_i32x4's undefined source)
 #endif
 
 namespace ds {
@@ -63,17 +64,30 @@ struct Requant16 {
 struct RequantChannel {
   int64_t mult, round, count, count_odd;
   bool folded = false;  // y_zp * 2^n in round (set with y_zp, 32 <= n <= 52: no overflow)
+  // Set with y_zp and 33 <= n <= 52: with n = 32 + t the rounding term 2^(n-1) + y_zp 2^n is
+  // 2^32 R, R = 2^(t-1) + y_zp 2^t, so floor((P + 2^32 R) / 2^n) = (floor(P / 2^32) + R) >> t for
+  // the 64-bit product P = acc * M: the products' high halves, R and t on int32 lanes give the
+  // same result (|P| < 2^62, so |P >> 32| + R < 2^30 + 2^29 fits).
+  bool high = false;
+  int32_t round_high = 0, count_high = 0;
   void set(int32_t multiplier, int32_t shift) {
     const int n = 31 + shift;
     mult = multiplier;
     round = int64_t(1) << (n - 1);
     count = n;
     count_odd = n >= 32 ? n - 32 : 0;
+    folded = high = false;
   }
   void set(int32_t multiplier, int32_t shift, int32_t y_zp) {
     set(multiplier, shift);
     folded = count >= 32 && count <= 52;
     if (folded) round += int64_t(y_zp) << count;
+    high = count >= 33 && count <= 52;
+    if (high) {
+      const int t = int(count) - 32;
+      round_high = int32_t((int64_t(1) << (t - 1)) + (int64_t(y_zp) << t));
+      count_high = t;
+    }
   }
 };
 
@@ -113,6 +127,12 @@ inline __m128i requant16(__m512i acc, const RequantChannel& c, const RequantRang
 // either in the rounding term (folded) or after a clamp in 64 bits (n < 32), so that saturating
 // packs and an epu8 clamp to [lo8, hi8] finish the epilogue for four vectors at once.
 inline __m512i requant32(__m512i acc, const RequantChannel& c, const RequantRange& r) {
+  if (c.high) {  // the even products' high halves moved down by vpshufd under a merge mask
+    const __m512i mult = _mm512_set1_epi64(c.mult);
+    const __m512i even = _mm512_mul_epi32(acc, mult), odd = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), mult);
+    const __m512i high = _mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_CDAB);
+    return _mm512_srav_epi32(_mm512_add_epi32(high, _mm512_set1_epi32(c.round_high)), _mm512_set1_epi32(c.count_high));
+  }
   const __m512i mult = _mm512_set1_epi64(c.mult), round = _mm512_set1_epi64(c.round);
   const __m512i count = _mm512_set1_epi64(c.count);
   __m512i even = _mm512_add_epi64(_mm512_mul_epi32(acc, mult), round);
