@@ -53,6 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="torch and BLAS threads (default %(default)s)")
     p.add_argument("--calib", type=int, default=1000, help="calibration images: the first N training images")
     p.add_argument("--test", type=int, default=10000, help="evaluate on the first N test images")
+    p.add_argument("--val", type=int, default=None,
+                   help="validation images reported during training and QAT: the first N of the 5,000 "
+                        "(default all; they do not steer training)")
     p.add_argument("--methods", default="minmax,percentile,mse",
                    help="PTQ calibration methods for the int8 graph, comma-separated, from minmax, "
                         "percentile, kl, mse; empty for none (default %(default)s)")
@@ -142,7 +145,7 @@ def measure(args: argparse.Namespace) -> dict:
     if args.train_samples is not None:
         splits["train"] = tuple(a[: args.train_samples] for a in splits["train"])
         data_tag = f"{DATA_TAG}/first{args.train_samples}"
-    train, val = splits["train"], splits["val"]
+    train, val = splits["train"], tuple(a[: args.val] for a in splits["val"])
     tx, ty = (a[: args.test] for a in splits["test"])
     test = (tx, ty)
     calib = np.ascontiguousarray(train[0][: args.calib], dtype=np.float32)
