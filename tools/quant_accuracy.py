@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("fp32", "ptq-sim", "ptq", "qat")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,7 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--methods", default="minmax,percentile,mse",
                    help="PTQ calibration methods for the int8 graph, comma-separated, from minmax, "
                         "percentile, kl, mse; empty for none (default %(default)s)")
-    p.add_argument("--no-qat", action="store_true", help="skip quantization-aware training")
+    p.add_argument("--skip", default="",
+                   help="stages to leave out, comma-separated: fp32 (its test accuracy; the model is still "
+                        "loaded or trained), ptq-sim, ptq (the int8 graphs of --methods), qat")
     p.add_argument("--qat-epochs", type=int, default=1, help="QAT epochs (default %(default)s)")
     p.add_argument("--qat-lr", type=float, default=1e-4, help="QAT learning rate (default %(default)s)")
     p.add_argument("--qat-train-samples", type=int, default=None,
@@ -68,6 +71,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="train fp32 on the first N training images only (for quick checks; the checkpoint "
                         "is cached under its own key)")
     p.add_argument("--data", default=None, help="Fashion-MNIST folder (default: the usual search path)")
+    p.add_argument("--engine", choices=("reference", "runtime"), default="reference",
+                   help="int8 evaluation: the integer reference run_quantized (default), or the native "
+                        "runtime (bit-exact with it, much faster), checked against run_quantized on the "
+                        "first --check test images")
+    p.add_argument("--check", type=int, default=200,
+                   help="with --engine runtime: test images whose outputs must equal run_quantized's")
+    p.add_argument("--qat-checkpoint", default=None,
+                   help="the .qat.pt an earlier run saved: its fine-tuned weights and ranges instead of training")
     p.add_argument("--batch", type=int, default=500, help="images per run_quantized call (default %(default)s)")
     p.add_argument("--out", default=str(ROOT / "results"), help="folder of the JSON file (default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -78,6 +89,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bad:
         p.error(f"unknown method(s) {bad}; known: {', '.join(known)}")
     args.methods = methods
+    args.skip = {x for x in args.skip.split(",") if x}
+    bad = args.skip - set(STAGES)
+    if bad:
+        p.error(f"unknown stage(s) {sorted(bad)} in --skip; stages: {', '.join(STAGES)}")
     return args
 
 
@@ -122,6 +137,22 @@ def set_ranges(qm, ranges: dict[str, tuple[float, float]]) -> None:
     qm.eval()
 
 
+def run_native(qgraph, x, threads: int, batch: int):
+    """Outputs of the quantized graph in the native runtime (written to a temporary .dsm)."""
+    import tempfile
+
+    import numpy as np
+
+    from deepslim.format import write_dsm
+    from deepslim.runtime import Session
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "int8.dsm"
+        write_dsm(qgraph, path)
+        with Session(path, threads=threads) as session:
+            return np.concatenate([session.run(x[i : i + batch]) for i in range(0, len(x), batch)])
+
+
 def measure(args: argparse.Namespace) -> dict:
     import copy
 
@@ -135,7 +166,8 @@ def measure(args: argparse.Namespace) -> dict:
     from deepslim.frontends.torch import from_torch
     from deepslim.ir.passes import optimize
     from deepslim.quant import quantize_graph, run_quantized
-    from deepslim.train import TrainConfig, evaluate, seed_everything, train_or_load
+    from deepslim.train import (TrainConfig, evaluate, load_checkpoint, save_checkpoint, seed_everything,
+                                train_or_load)
     from deepslim.workflow import DATA_TAG, load_data
 
     progress = not args.quiet
@@ -155,7 +187,8 @@ def measure(args: argparse.Namespace) -> dict:
     result: dict = {
         "model": args.model, "width": args.width, "name": name, "date": stamp.isoformat(timespec="seconds"),
         "commit": git_commit(), "cpu": cpu_name(), "threads": args.threads, "command": " ".join(sys.argv),
-        "calib_images": len(calib), "test_images": len(tx), "times_s": {}, "accuracy": {},
+        "calib_images": len(calib), "test_images": len(tx), "int8_engine": args.engine,
+        "times_s": {}, "accuracy": {},
     }
 
     def save() -> None:
@@ -169,7 +202,13 @@ def measure(args: argparse.Namespace) -> dict:
         print(f"{name}: {key} {acc:.2f}% ({seconds:.0f} s)", flush=True)
 
     def int8_accuracy(qgraph) -> float:
-        y = run_quantized(qgraph, tx, batch=args.batch)
+        if args.engine == "reference":
+            y = run_quantized(qgraph, tx, batch=args.batch)
+        else:
+            y = run_native(qgraph, tx, args.threads, args.batch)
+            want = run_quantized(qgraph, tx[: args.check])
+            if not np.array_equal(y[: args.check], want):
+                raise RuntimeError("the native runtime's int8 outputs differ from run_quantized's")
         return float((y.argmax(axis=1) == ty).mean() * 100.0)
 
     # fp32: trained once, then loaded from the cache.
@@ -183,42 +222,53 @@ def measure(args: argparse.Namespace) -> dict:
     result["checkpoint"] = str(path)
     result["train_history"] = meta.get("history")
     result["times_s"]["train_or_load"] = round(time.time() - t, 1)
-    t = time.time()
-    record("fp32", evaluate(model, test), time.time() - t)
+    if "fp32" not in args.skip:
+        t = time.time()
+        record("fp32", evaluate(model, test), time.time() - t)
 
     example = torch.zeros(1, *model.input_shape)
     graph = optimize(from_torch(model.eval(), example))
 
     # PTQ: the simulation (minmax), then the integer graph per calibration method.
-    t = time.time()
-    qm = prepare_qat(model)
-    calibrate(qm, calib)
-    record("ptq_sim_minmax", evaluate(qm, test), time.time() - t)
-    del qm
-    for method in args.methods:
+    if "ptq-sim" not in args.skip:
+        t = time.time()
+        qm = prepare_qat(model)
+        calibrate(qm, calib)
+        record("ptq_sim_minmax", evaluate(qm, test), time.time() - t)
+        del qm
+    for method in [] if "ptq" in args.skip else args.methods:
         t = time.time()
         record(f"ptq_int8_{method}", int8_accuracy(quantize_graph(graph, calib=calib, method=method)),
                time.time() - t)
 
     # QAT on a copy; `model` stays the fp32 checkpoint.
-    if not args.no_qat:
+    if "qat" not in args.skip:
         t = time.time()
         qat_model = copy.deepcopy(model)
-        qat_config = QATConfig(epochs=args.qat_epochs, train={"lr": args.qat_lr}, calib_samples=args.calib,
-                               train_samples=args.qat_train_samples)
-        ranges, history = quantization_aware_training(qat_model, qat_config, train, val, progress=progress)
-        result["times_s"]["qat_training"] = round(time.time() - t, 1)
+        if args.qat_checkpoint:
+            saved = load_checkpoint(qat_model, args.qat_checkpoint)
+            ranges, history = {k: tuple(v) for k, v in saved["ranges"].items()}, saved["history"]
+            result["qat_checkpoint"] = args.qat_checkpoint
+        else:
+            qat_config = QATConfig(epochs=args.qat_epochs, train={"lr": args.qat_lr}, calib_samples=args.calib,
+                                   train_samples=args.qat_train_samples)
+            ranges, history = quantization_aware_training(qat_model, qat_config, train, val, progress=progress)
+            result["times_s"]["qat_training"] = round(time.time() - t, 1)
+            # The fine-tuned weights and ranges, so an interrupted evaluation need not train again.
+            result["qat_checkpoint"] = str(save_checkpoint(qat_model, out_path.with_suffix(".qat.pt"),
+                                                           {"ranges": ranges, "history": history}))
         result["qat_history"] = history
         result["qat_ranges"] = ranges
+        save()
+        t = time.time()
+        qat_graph = optimize(from_torch(qat_model.eval(), example))
+        record("qat_int8", int8_accuracy(quantize_graph(qat_graph, ranges=complete_ranges(qat_graph, ranges))),
+               time.time() - t)
         t = time.time()
         qm = prepare_qat(qat_model)
         set_ranges(qm, ranges)
         record("qat_sim", evaluate(qm, test), time.time() - t)
         del qm
-        t = time.time()
-        qat_graph = optimize(from_torch(qat_model.eval(), example))
-        record("qat_int8", int8_accuracy(quantize_graph(qat_graph, ranges=complete_ranges(qat_graph, ranges))),
-               time.time() - t)
     result["json"] = str(out_path)
     save()
     return result

@@ -32,6 +32,9 @@ def test_cache_names_and_method_validation():
     assert tool.parse_args(["--methods", ""]).methods == []
     with pytest.raises(SystemExit):
         tool.parse_args(["--methods", "minmax,median"])
+    assert tool.parse_args(["--skip", "fp32,qat"]).skip == {"fp32", "qat"}
+    with pytest.raises(SystemExit):
+        tool.parse_args(["--skip", "training"])
 
 
 def test_measures_ptq_and_qat_and_reuses_the_checkpoint(tmp_path, monkeypatch, capsys):
@@ -78,10 +81,23 @@ def test_measures_ptq_and_qat_and_reuses_the_checkpoint(tmp_path, monkeypatch, c
 
     # A second run loads the checkpoint instead of training again.
     mtime = Path(result["checkpoint"]).stat().st_mtime_ns
-    assert tool.main(argv[:-5] + ["--methods", "", "--no-qat", "--out", str(tmp_path / "out2"), "--quiet"]) == 0
+    assert tool.main(argv[:-5] + ["--methods", "", "--skip", "qat", "--out", str(tmp_path / "out2"), "--quiet"]) == 0
     (again,) = (tmp_path / "out2").glob("*.json")
     again = json.loads(again.read_text())
     assert again["checkpoint"] == result["checkpoint"]
     assert Path(result["checkpoint"]).stat().st_mtime_ns == mtime
     assert again["accuracy"]["fp32"] == acc["fp32"]
     assert np.isclose(again["accuracy"]["ptq_sim_minmax"], acc["ptq_sim_minmax"])
+
+    # The native runtime gives the same int8 accuracy (it checks its outputs against run_quantized).
+    from deepslim.quant.fallback import runtime_available
+
+    if runtime_available() is not None:
+        pytest.skip(f"native runtime not available: {runtime_available()}")
+    argv3 = argv[:-5] + ["--methods", "minmax", "--skip", "fp32,ptq-sim,qat", "--engine", "runtime", "--check", "200",
+                         "--out", str(tmp_path / "out3"), "--quiet"]
+    assert tool.main(argv3) == 0
+    (native,) = (tmp_path / "out3").glob("*.json")
+    native = json.loads(native.read_text())
+    assert native["int8_engine"] == "runtime"
+    assert native["accuracy"] == {"ptq_int8_minmax": acc["ptq_int8_minmax"]}
