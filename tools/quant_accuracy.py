@@ -1,7 +1,7 @@
 """Post-training and quantization-aware int8 accuracy of a zoo model on Fashion-MNIST.
 
-    .venv/bin/python tools/quant_accuracy.py --width 1.0 --threads 1
-    .venv/bin/python tools/quant_accuracy.py --width 0.5 --methods minmax,percentile,mse
+    .venv/bin/python tools/quant_accuracy.py --width 1.0 --threads 1 --engine runtime
+    .venv/bin/python tools/quant_accuracy.py --width 0.5 --methods minmax,percentile,mse --skip qat
 
 The protocol of docs/quantization.md ("Results: PTQ and QAT"):
 
@@ -16,7 +16,12 @@ The protocol of docs/quantization.md ("Results: PTQ and QAT"):
   QAT        `quantization_aware_training`: --qat-epochs epochs, Adam lr --qat-lr, observers and
              BatchNorm frozen after half an epoch; "QAT sim" is the fake-quantized model with the
              trained ranges, "QAT int8" is `quantize_graph(graph, ranges=complete_ranges(...))` +
-             `run_quantized`.
+             `run_quantized`. The fine-tuned weights and ranges are saved first, next to the JSON
+             (.qat.pt), and --qat-checkpoint evaluates them again without training.
+
+With --engine runtime the int8 graphs run in the native runtime instead of `run_quantized` (much
+faster; the runtime is bit-exact with it, and the tool checks equal outputs on the first --check
+test images of every graph). --skip leaves stages out, to run them as separate processes.
 
 Accuracies are top-1 on the first --test images of the 10,000-image test set. Prints a markdown
 table row (the columns of the table in docs/quantization.md) and writes every number, with the
@@ -42,9 +47,9 @@ STAGES = ("fp32", "ptq-sim", "ptq", "qat")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="See the module docstring (or docs/quantization.md) for the protocol. "
-               "The fp32 checkpoint is cached in $DEEPSLIM_CACHE/checkpoints (default ~/.cache/deepslim).",
+        description=__doc__,
+        epilog="The fp32 checkpoint is cached in $DEEPSLIM_CACHE/checkpoints (default ~/.cache/deepslim). "
+               "Results: docs/quantization.md.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="mobilenet_v2_fmnist", help="zoo model (default %(default)s)")
     p.add_argument("--width", type=float, default=None,
