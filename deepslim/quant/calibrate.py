@@ -6,13 +6,18 @@ u8 scale and zero point, so that zero padding and ReLU are exact):
     minmax       the observed minimum and maximum
     percentile   the `percentile` and 100 - `percentile` points of the histogram (default 99.99)
     kl           TensorRT's entropy calibration: the threshold T on |x| whose 8-bit quantization of
-                 the clipped histogram is closest to it in KL divergence; range [max(lo, -T), min(hi, T)]
+                 the clipped histogram of the nonzero values is closest to it in KL divergence;
+                 range [max(lo, -T), min(hi, T)]. Exact zeros are left out: zero is exactly
+                 representable (the zero point), so they carry no error, yet after a ReLU they are
+                 half the values and their spike in the first bin, smeared by Q over the first level,
+                 would make KL prefer the smallest T whatever the rest of the distribution.
     mse          the threshold T on |x| whose range [max(lo, -T), min(hi, T)] has the least mean
                  squared quantize-dequantize error (clipping plus rounding) over the histogram
 
 Statistics are gathered by the float reference executor (deepslim.frontends.reference.run_graph)
-in batches: a first pass for min/max, a second for histograms of x over [min, max] and of |x| over
-[0, max |x|] (BINS bins each), needed by every method but minmax.
+in batches: a first pass for min/max, a second for histograms of x over [min, max] and of the nonzero
+|x| over [0, max |x|] (BINS bins each, and the count of exact zeros), needed by every method but
+minmax.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ class Stats:
     lo: float
     hi: float
     hist: np.ndarray | None = None  # counts of x over [lo, hi], BINS bins
-    abs_hist: np.ndarray | None = None  # counts of |x| over [0, max(|lo|, |hi|)], BINS bins
+    abs_hist: np.ndarray | None = None  # counts of nonzero |x| over [0, max(|lo|, |hi|)], BINS bins
+    zeros: int = 0  # exact zeros (in hist, not in abs_hist)
 
     @property
     def absmax(self) -> float:
@@ -48,7 +54,9 @@ class Stats:
     def add_histograms(self, x: np.ndarray) -> None:
         x = np.asarray(x, dtype=np.float64).ravel()
         h, _ = np.histogram(x, BINS, (self.lo, self.hi) if self.hi > self.lo else (self.lo, self.lo + 1))
-        a, _ = np.histogram(np.abs(x), BINS, (0.0, self.absmax if self.absmax > 0 else 1.0))
+        nonzero = x[x != 0]
+        self.zeros += len(x) - len(nonzero)
+        a, _ = np.histogram(np.abs(nonzero), BINS, (0.0, self.absmax if self.absmax > 0 else 1.0))
         self.hist = h if self.hist is None else self.hist + h
         self.abs_hist = a if self.abs_hist is None else self.abs_hist + a
 
@@ -73,7 +81,8 @@ def percentile_range(s: Stats, percentile: float = DEFAULT_PERCENTILE) -> tuple[
 def kl_threshold(abs_hist: np.ndarray, absmax: float, levels: int = 128, stride: int = 4) -> float:
     """Entropy calibration on a histogram of |x| over [0, absmax]: the upper edge of the first i
     bins (levels <= i <= bins) minimising KL(P || Q), P the first i bins with the tail folded into
-    the last, Q those i bins merged into `levels` levels and spread back over their nonzero bins."""
+    the last, Q those i bins merged into `levels` levels and spread back over their nonzero bins.
+    The histogram should leave out exact zeros (Stats.abs_hist does): they are quantized exactly."""
     h = np.asarray(abs_hist, dtype=np.float64)
     n = len(h)
     if absmax <= 0 or h.sum() == 0:
