@@ -7,7 +7,8 @@ u8 scale and zero point, so that zero padding and ReLU are exact):
     percentile   the `percentile` and 100 - `percentile` points of the histogram (default 99.99)
     kl           TensorRT's entropy calibration: the threshold T on |x| whose 8-bit quantization of
                  the clipped histogram of the nonzero values is closest to it in KL divergence;
-                 range [max(lo, -T), min(hi, T)]. Exact zeros are left out: zero is exactly
+                 range [max(lo, -T), min(hi, T)], T clipping at most 1% of the nonzero values
+                 (KL_MAX_CLIPPED). Exact zeros are left out: zero is exactly
                  representable (the zero point), so they carry no error, yet after a ReLU they are
                  half the values and their spike in the first bin, smeared by Q over the first level,
                  would make KL prefer the smallest T whatever the rest of the distribution.
@@ -33,6 +34,7 @@ from deepslim.ir.graph import Graph
 METHODS = ("minmax", "percentile", "kl", "mse")
 BINS = 2048
 DEFAULT_PERCENTILE = 99.99
+KL_MAX_CLIPPED = 0.01
 
 __all__ = ["BINS", "METHODS", "Stats", "calibrate_graph", "collect_stats", "kl_threshold", "mse_range",
            "percentile_range", "range_from_samples", "range_from_stats"]
@@ -78,11 +80,15 @@ def percentile_range(s: Stats, percentile: float = DEFAULT_PERCENTILE) -> tuple[
     return float(edges[lo_bin]) if s.lo < 0 else s.lo, float(edges[min(hi_bin + 1, BINS)])
 
 
-def kl_threshold(abs_hist: np.ndarray, absmax: float, levels: int = 128, stride: int = 4) -> float:
+def kl_threshold(abs_hist: np.ndarray, absmax: float, levels: int = 128, stride: int = 4,
+                 max_clipped: float = KL_MAX_CLIPPED) -> float:
     """Entropy calibration on a histogram of |x| over [0, absmax]: the upper edge of the first i
     bins (levels <= i <= bins) minimising KL(P || Q), P the first i bins with the tail folded into
     the last, Q those i bins merged into `levels` levels and spread back over their nonzero bins.
-    The histogram should leave out exact zeros (Stats.abs_hist does): they are quantized exactly."""
+    The histogram should leave out exact zeros (Stats.abs_hist does): they are quantized exactly.
+    Candidates clipping more than `max_clipped` of the values are skipped: KL sees the shape of the
+    clipped histogram, not how far the clipped values move, and on a tail of a few percent (early
+    ReLU6 outputs of a narrow MobileNet V2) it clipped 2% of the values, costing 0.45 points."""
     h = np.asarray(abs_hist, dtype=np.float64)
     n = len(h)
     if absmax <= 0 or h.sum() == 0:
@@ -91,7 +97,10 @@ def kl_threshold(abs_hist: np.ndarray, absmax: float, levels: int = 128, stride:
     candidates = list(range(levels, n + 1, stride))
     if candidates[-1] != n:
         candidates.append(n)
+    total = h.sum()
     for i in candidates:
+        if h[i:].sum() > max_clipped * total:
+            continue
         p = h[:i].copy()
         p[-1] += h[i:].sum()
         idx = (np.arange(i) * levels) // i

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from deepslim.ir import Graph, Value
-from deepslim.quant.calibrate import Stats, calibrate_graph, collect_stats, range_from_samples
+from deepslim.quant.calibrate import Stats, calibrate_graph, collect_stats, kl_threshold, range_from_samples
 from deepslim.quant.params import choose_qparams, quantize_bias, quantize_weights
 
 RNG = np.random.default_rng(0)
@@ -53,6 +53,20 @@ def test_kl_on_relu6_outputs_keeps_the_spike_at_6(sd, spike):
     x = np.concatenate([np.clip(body, 0, 6), np.full(int(spike * 200_000), 6.0)])
     lo, hi = range_from_samples(x, "kl")
     assert lo == x.min() and hi == 6.0
+
+
+def test_kl_clips_at_most_max_clipped_of_the_values():
+    s = Stats(float(WITH_OUTLIERS.min()), 100.0)
+    s.add_histograms(WITH_OUTLIERS)
+    # The 20 outliers at 100 are 0.01% of the values: clipped under the default 1% bound, kept
+    # when no clipping is allowed.
+    assert kl_threshold(s.abs_hist, s.absmax) < 10.0
+    assert kl_threshold(s.abs_hist, s.absmax, max_clipped=0.0) == 100.0
+    for x in (RNG.exponential(1.0, 100_000), np.abs(RNG.standard_cauchy(100_000))):
+        s = Stats(0.0, float(x.max()))
+        s.add_histograms(x)
+        t = kl_threshold(s.abs_hist, s.absmax, levels=255, max_clipped=0.001)
+        assert np.mean(x > t) <= 0.001 + 1e-9
 
 
 def test_percentile_of_a_uniform_distribution():
