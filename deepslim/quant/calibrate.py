@@ -6,13 +6,19 @@ u8 scale and zero point, so that zero padding and ReLU are exact):
     minmax       the observed minimum and maximum
     percentile   the `percentile` and 100 - `percentile` points of the histogram (default 99.99)
     kl           TensorRT's entropy calibration: the threshold T on |x| whose 8-bit quantization of
-                 the clipped histogram is closest to it in KL divergence; range [max(lo, -T), min(hi, T)]
+                 the clipped histogram of the nonzero values is closest to it in KL divergence;
+                 range [max(lo, -T), min(hi, T)], T clipping at most 1% of the nonzero values
+                 (KL_MAX_CLIPPED). Exact zeros are left out: zero is exactly
+                 representable (the zero point), so they carry no error, yet after a ReLU they are
+                 half the values and their spike in the first bin, smeared by Q over the first level,
+                 would make KL prefer the smallest T whatever the rest of the distribution.
     mse          the threshold T on |x| whose range [max(lo, -T), min(hi, T)] has the least mean
                  squared quantize-dequantize error (clipping plus rounding) over the histogram
 
 Statistics are gathered by the float reference executor (deepslim.frontends.reference.run_graph)
-in batches: a first pass for min/max, a second for histograms of x over [min, max] and of |x| over
-[0, max |x|] (BINS bins each), needed by every method but minmax.
+in batches: a first pass for min/max, a second for histograms of x over [min, max] and of the nonzero
+|x| over [0, max |x|] (BINS bins each, and the count of exact zeros), needed by every method but
+minmax.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from deepslim.ir.graph import Graph
 METHODS = ("minmax", "percentile", "kl", "mse")
 BINS = 2048
 DEFAULT_PERCENTILE = 99.99
+KL_MAX_CLIPPED = 0.01
 
 __all__ = ["BINS", "METHODS", "Stats", "calibrate_graph", "collect_stats", "kl_threshold", "mse_range",
            "percentile_range", "range_from_samples", "range_from_stats"]
@@ -39,7 +46,8 @@ class Stats:
     lo: float
     hi: float
     hist: np.ndarray | None = None  # counts of x over [lo, hi], BINS bins
-    abs_hist: np.ndarray | None = None  # counts of |x| over [0, max(|lo|, |hi|)], BINS bins
+    abs_hist: np.ndarray | None = None  # counts of nonzero |x| over [0, max(|lo|, |hi|)], BINS bins
+    zeros: int = 0  # exact zeros (in hist, not in abs_hist)
 
     @property
     def absmax(self) -> float:
@@ -48,7 +56,9 @@ class Stats:
     def add_histograms(self, x: np.ndarray) -> None:
         x = np.asarray(x, dtype=np.float64).ravel()
         h, _ = np.histogram(x, BINS, (self.lo, self.hi) if self.hi > self.lo else (self.lo, self.lo + 1))
-        a, _ = np.histogram(np.abs(x), BINS, (0.0, self.absmax if self.absmax > 0 else 1.0))
+        nonzero = x[x != 0]
+        self.zeros += len(x) - len(nonzero)
+        a, _ = np.histogram(np.abs(nonzero), BINS, (0.0, self.absmax if self.absmax > 0 else 1.0))
         self.hist = h if self.hist is None else self.hist + h
         self.abs_hist = a if self.abs_hist is None else self.abs_hist + a
 
@@ -70,10 +80,15 @@ def percentile_range(s: Stats, percentile: float = DEFAULT_PERCENTILE) -> tuple[
     return float(edges[lo_bin]) if s.lo < 0 else s.lo, float(edges[min(hi_bin + 1, BINS)])
 
 
-def kl_threshold(abs_hist: np.ndarray, absmax: float, levels: int = 128, stride: int = 4) -> float:
+def kl_threshold(abs_hist: np.ndarray, absmax: float, levels: int = 128, stride: int = 4,
+                 max_clipped: float = KL_MAX_CLIPPED) -> float:
     """Entropy calibration on a histogram of |x| over [0, absmax]: the upper edge of the first i
     bins (levels <= i <= bins) minimising KL(P || Q), P the first i bins with the tail folded into
-    the last, Q those i bins merged into `levels` levels and spread back over their nonzero bins."""
+    the last, Q those i bins merged into `levels` levels and spread back over their nonzero bins.
+    The histogram should leave out exact zeros (Stats.abs_hist does): they are quantized exactly.
+    Candidates clipping more than `max_clipped` of the values are skipped: KL sees the shape of the
+    clipped histogram, not how far the clipped values move, and on a tail of a few percent (early
+    ReLU6 outputs of a narrow MobileNet V2) it clipped 2% of the values, costing 0.45 points."""
     h = np.asarray(abs_hist, dtype=np.float64)
     n = len(h)
     if absmax <= 0 or h.sum() == 0:
@@ -82,7 +97,10 @@ def kl_threshold(abs_hist: np.ndarray, absmax: float, levels: int = 128, stride:
     candidates = list(range(levels, n + 1, stride))
     if candidates[-1] != n:
         candidates.append(n)
+    total = h.sum()
     for i in candidates:
+        if h[i:].sum() > max_clipped * total:
+            continue
         p = h[:i].copy()
         p[-1] += h[i:].sum()
         idx = (np.arange(i) * levels) // i

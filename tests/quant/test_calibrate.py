@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from deepslim.ir import Graph, Value
-from deepslim.quant.calibrate import calibrate_graph, collect_stats, range_from_samples
+from deepslim.quant.calibrate import Stats, calibrate_graph, collect_stats, kl_threshold, range_from_samples
 from deepslim.quant.params import choose_qparams, quantize_bias, quantize_weights
 
 RNG = np.random.default_rng(0)
@@ -25,6 +25,48 @@ def test_kl_on_a_gaussian_with_outliers_clips_below_the_outlier():
 def test_kl_keeps_a_uniform_distribution_whole():
     lo, hi = range_from_samples(RNG.uniform(0, 5, 100_000), "kl")
     assert lo >= 0 and hi > 4.8
+
+
+def test_stats_count_exact_zeros_apart_from_the_abs_histogram():
+    x = np.concatenate([np.zeros(300), RNG.uniform(-1, 2, 700)])
+    s = Stats(float(x.min()), float(x.max()))
+    s.add_histograms(x)
+    s.add_histograms(x)
+    assert s.zeros == 600 and s.abs_hist.sum() == 1400 and s.hist.sum() == 2000
+
+
+def test_kl_on_relu_outputs_is_not_driven_by_the_exact_zeros():
+    # Half the values are exact zeros (quantized exactly); the rest a half-normal, whose KL threshold
+    # alone is ~4.3. Counted in the first bin, the zeros pulled T down to 1.8.
+    relu = np.maximum(RNG.standard_normal(200_000), 0)
+    lo, hi = range_from_samples(relu, "kl")
+    assert lo == 0 and 3.5 < hi <= relu.max()
+    assert hi == pytest.approx(range_from_samples(relu, "mse")[1], rel=0.1)
+
+
+@pytest.mark.parametrize("sd, spike", [(2.0, 0.0), (4.0, 0.0), (0.5, 0.01)])
+def test_kl_on_relu6_outputs_keeps_the_spike_at_6(sd, spike):
+    # ReLU6 of a Gaussian (zeros, a body, a point mass at 6), or of an exponential body plus 1% at 6:
+    # clipping the point mass at 6 costs far more than the rounding it saves. Zeros counted in the
+    # first bin gave T = 3.7 for sd 2.
+    body = RNG.normal(0, sd, 200_000) if spike == 0 else RNG.exponential(sd, 200_000)
+    x = np.concatenate([np.clip(body, 0, 6), np.full(int(spike * 200_000), 6.0)])
+    lo, hi = range_from_samples(x, "kl")
+    assert lo == x.min() and hi == 6.0
+
+
+def test_kl_clips_at_most_max_clipped_of_the_values():
+    s = Stats(float(WITH_OUTLIERS.min()), 100.0)
+    s.add_histograms(WITH_OUTLIERS)
+    # The 20 outliers at 100 are 0.01% of the values: clipped under the default 1% bound, kept
+    # when no clipping is allowed.
+    assert kl_threshold(s.abs_hist, s.absmax) < 10.0
+    assert kl_threshold(s.abs_hist, s.absmax, max_clipped=0.0) == 100.0
+    for x in (RNG.exponential(1.0, 100_000), np.abs(RNG.standard_cauchy(100_000))):
+        s = Stats(0.0, float(x.max()))
+        s.add_histograms(x)
+        t = kl_threshold(s.abs_hist, s.absmax, levels=255, max_clipped=0.001)
+        assert np.mean(x > t) <= 0.001 + 1e-9
 
 
 def test_percentile_of_a_uniform_distribution():
