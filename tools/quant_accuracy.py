@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -114,16 +113,6 @@ def git_commit() -> str:
         return "unknown"
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def set_ranges(qm, ranges: dict[str, tuple[float, float]]) -> None:
     """Load activation ranges (as `convert` returns them) into the observers of a prepared model and
     freeze them and the BatchNorm statistics: the fake-quantized model QAT ended with."""
@@ -170,6 +159,7 @@ def measure(args: argparse.Namespace) -> dict:
                                        quantization_aware_training)
     from deepslim.frontends.torch import from_torch
     from deepslim.ir.passes import optimize
+    from deepslim.runtime.tune import cpu_model
     from deepslim.quant import quantize_graph, run_quantized
     from deepslim.train import (TrainConfig, evaluate, load_checkpoint, save_checkpoint, seed_everything,
                                 train_or_load)
@@ -191,7 +181,7 @@ def measure(args: argparse.Namespace) -> dict:
     out_path = Path(args.out) / f"quant_accuracy-{name}-{stamp:%Y%m%dT%H%M%S}.json"
     result: dict = {
         "model": args.model, "width": args.width, "name": name, "date": stamp.isoformat(timespec="seconds"),
-        "commit": git_commit(), "cpu": cpu_name(), "threads": args.threads, "command": " ".join(sys.argv),
+        "commit": git_commit(), "cpu": cpu_model(), "threads": args.threads, "command": " ".join(sys.argv),
         "calib_images": len(calib), "test_images": len(tx), "int8_engine": args.engine,
         "times_s": {}, "accuracy": {},
     }

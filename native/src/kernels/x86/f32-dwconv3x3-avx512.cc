@@ -69,6 +69,18 @@ struct Plane {
   __m512 wv[9], bias, alpha, beta;
 };
 
+// Bias + activation on R accumulated output rows of one 16-column block, stored (masked at the
+// row's end) at rows oy0 .. oy0 + R - 1, columns ox0 .. ox0 + 15.
+template <int R, int A>
+inline void store_rows(const Plane& pl, const __m512* acc, int64_t oy0, int64_t ox0) {
+  const int64_t ow = pl.p->ow, n = ow - ox0;
+  const __mmask16 out_mask = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+  unroll<R>([&](auto r) {
+    _mm512_mask_storeu_ps(pl.y + (oy0 + r) * ow + ox0, out_mask,
+                          activate_t<A>(_mm512_add_ps(acc[r], pl.bias), pl.alpha, pl.beta));
+  });
+}
+
 // Stride 1, output rows oy0 .. oy0 + R - 1 of a plane, column blocks of 16 outputs left to right.
 // Per block each of the R + 2 input rows is loaded once (3 masked loads, kx = 0, 1, 2) and added
 // to the up to 3 outputs it feeds; the R accumulators each sum their taps in the reference's order.
@@ -110,12 +122,7 @@ void band_s1(const Plane& pl, int64_t oy0, const __mmask16* m) {
         });
       }
     });
-    const int64_t n = p.ow - ox0;
-    const __mmask16 out_mask = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-    unroll<R>([&](auto r) {
-      _mm512_mask_storeu_ps(pl.y + (oy0 + r) * p.ow + ox0, out_mask,
-                            activate_t<A>(_mm512_add_ps(acc[r], pl.bias), pl.alpha, pl.beta));
-    });
+    store_rows<R, A>(pl, acc, oy0, ox0);
   }
 }
 
@@ -319,12 +326,7 @@ void band_s2n(const Plane& pl, int64_t oy0, const __mmask16* m) {
         });
       }
     });
-    const int64_t n = p.ow - ox0;
-    const __mmask16 out_mask = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-    unroll<R>([&](auto r) {
-      _mm512_mask_storeu_ps(pl.y + (oy0 + r) * p.ow + ox0, out_mask,
-                            activate_t<A>(_mm512_add_ps(acc[r], pl.bias), pl.alpha, pl.beta));
-    });
+    store_rows<R, A>(pl, acc, oy0, ox0);
   }
 }
 
@@ -375,12 +377,7 @@ void band_s2a(const Plane& pl, int64_t oy0, const __mmask16* m) {
         });
       }
     });
-    const int64_t n = p.ow - ox0;
-    const __mmask16 out_mask = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-    unroll<R>([&](auto r) {
-      _mm512_mask_storeu_ps(pl.y + (oy0 + r) * p.ow + ox0, out_mask,
-                            activate_t<A>(_mm512_add_ps(acc[r], pl.bias), pl.alpha, pl.beta));
-    });
+    store_rows<R, A>(pl, acc, oy0, ox0);
   }
 }
 
