@@ -15,6 +15,7 @@ thread count; `Session(path, threads)` reads it from there when it matches.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -53,10 +54,18 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+@functools.lru_cache(maxsize=None)
+def _runtime_sha256() -> str:
+    """The native library's SHA-256: a rebuilt runtime has other kernels, so its choices are re-timed."""
+    from deepslim.runtime.session import library_path
+
+    return _file_sha256(library_path())
+
+
 def _machine_key(threads: int) -> dict:
     from deepslim.runtime.session import isa
 
-    return {"cpu": cpu_model(), "isa": isa(), "threads": threads}
+    return {"cpu": cpu_model(), "isa": isa(), "threads": threads, "runtime": _runtime_sha256()}
 
 
 def cached_kernels(model: str | os.PathLike, threads: int) -> dict[str, str]:

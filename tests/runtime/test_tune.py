@@ -86,6 +86,15 @@ def test_a_stale_or_broken_cache_is_not_used(tmp_path, capsys):
     data["entries"][0]["cpu"] = "another CPU"
     cache.write_text(json.dumps(data))
     assert cached_kernels(model, 1) == {}
+    tune(model, threads=1, rounds=1, runs=1)
+    data = json.loads(cache.read_text())
+    rule = {r["name"]: r["kernel"] for r in Session(model, kernels={}).node_kernels()}["c1"]
+    data["entries"][-1]["kernels"] = {"c1": rule}
+    cache.write_text(json.dumps(data))
+    assert cached_kernels(model, 1) == {"c1": rule}
+    data["entries"][-1]["runtime"] = "0" * 64  # tuned with another build of the native library
+    cache.write_text(json.dumps(data))
+    assert cached_kernels(model, 1) == {}
     cache.write_text("{not json")
     assert Session(model).kernels == {}
     assert "ignoring the tuning cache" in capsys.readouterr().err
