@@ -81,6 +81,33 @@ inline void store_rows(const Plane& pl, const __m512* acc, int64_t oy0, int64_t 
   });
 }
 
+// One input row's three taps (t0, t1, t2 = columns kx 0..2 of the outputs' windows) added to each of
+// the R output rows that uses it: input row I of the band is tap row ky = I - STRIDE * r of output r.
+template <int R, int I, int STRIDE>
+DS_ALWAYS_INLINE void add_row_taps(__m512* acc, const __m512* wv, __m512 t0, __m512 t1, __m512 t2) {
+  unroll<R>([&](auto rc) {
+    constexpr int ky = I - decltype(rc)::value * STRIDE;
+    if constexpr (ky >= 0 && ky <= 2) {
+      __m512& a = acc[decltype(rc)::value];
+      a = _mm512_fmadd_ps(t0, wv[ky * 3], a);
+      a = _mm512_fmadd_ps(t1, wv[ky * 3 + 1], a);
+      a = _mm512_fmadd_ps(t2, wv[ky * 3 + 2], a);
+    }
+  });
+}
+
+// band(rows, oy) over output rows 0 .. oh - 1 in bands of 8 rows, the remainder in one band
+// (rows is std::integral_constant<int, 1..8>, so each band size is its own register-blocked loop).
+template <class Band>
+DS_ALWAYS_INLINE void for_bands(int64_t oh, Band&& band) {
+  int64_t oy = 0;
+  for (; oy + 8 <= oh; oy += 8) band(std::integral_constant<int, 8>{}, oy);
+  const int64_t rest = oh - oy;
+  unroll<7>([&](auto i) {
+    if (rest == decltype(i)::value + 1) band(std::integral_constant<int, decltype(i)::value + 1>{}, oy);
+  });
+}
+
 // Stride 1, output rows oy0 .. oy0 + R - 1 of a plane, column blocks of 16 outputs left to right.
 // Per block each of the R + 2 input rows is loaded once (3 masked loads, kx = 0, 1, 2) and added
 // to the up to 3 outputs it feeds; the R accumulators each sum their taps in the reference's order.
@@ -111,15 +138,7 @@ void band_s1(const Plane& pl, int64_t oy0, const __mmask16* m) {
         const __m512 t1 = _mm512_maskz_loadu_ps(m1, row + 1);
         const __m512 t2 = _mm512_maskz_loadu_ps(m2, row + 2);
         // Output r uses this row as its tap row ky = I - r when that is 0..2.
-        unroll<R>([&](auto rc) {
-          constexpr int ky = I - decltype(rc)::value;
-          if constexpr (ky >= 0 && ky <= 2) {
-            __m512& a = acc[decltype(rc)::value];
-            a = _mm512_fmadd_ps(t0, wv[ky * 3], a);
-            a = _mm512_fmadd_ps(t1, wv[ky * 3 + 1], a);
-            a = _mm512_fmadd_ps(t2, wv[ky * 3 + 2], a);
-          }
-        });
+        add_row_taps<R, I, 1>(acc, wv, t0, t1, t2);
       }
     });
     store_rows<R, A>(pl, acc, oy0, ox0);
@@ -130,19 +149,7 @@ void band_s1(const Plane& pl, int64_t oy0, const __mmask16* m) {
 // layers: 32x112x112 0.082 -> 0.070 ms, 144x56x56 0.097 -> 0.084, 576x14x14 0.028 -> 0.024).
 template <int A>
 void plane_s1(const Plane& pl, const __mmask16* m) {
-  const int64_t oh = pl.p->oh;
-  int64_t oy = 0;
-  for (; oy + 8 <= oh; oy += 8) band_s1<8, A>(pl, oy, m);
-  switch (oh - oy) {
-    case 7: band_s1<7, A>(pl, oy, m); break;
-    case 6: band_s1<6, A>(pl, oy, m); break;
-    case 5: band_s1<5, A>(pl, oy, m); break;
-    case 4: band_s1<4, A>(pl, oy, m); break;
-    case 3: band_s1<3, A>(pl, oy, m); break;
-    case 2: band_s1<2, A>(pl, oy, m); break;
-    case 1: band_s1<1, A>(pl, oy, m); break;
-    default: break;
-  }
+  for_bands(pl.p->oh, [&](auto rows, int64_t oy) { band_s1<decltype(rows)::value, A>(pl, oy, m); });
 }
 
 // Small planes at stride 1 (at most kFlatVectors vectors of output, rows narrower than 16): the
@@ -315,15 +322,7 @@ void band_s2n(const Plane& pl, int64_t oy0, const __mmask16* m) {
         const __m512 t0 = _mm512_permutex2var_ps(lo, ie, hi);
         const __m512 t1 = _mm512_permutex2var_ps(lo, io, hi);
         const __m512 t2 = _mm512_permutex2var_ps(t0, i2, _mm512_maskz_loadu_ps(m32, row + 32));
-        unroll<R>([&](auto rc) {
-          constexpr int ky = I - decltype(rc)::value * 2;
-          if constexpr (ky >= 0 && ky <= 2) {
-            __m512& a = acc[decltype(rc)::value];
-            a = _mm512_fmadd_ps(t0, wv[ky * 3], a);
-            a = _mm512_fmadd_ps(t1, wv[ky * 3 + 1], a);
-            a = _mm512_fmadd_ps(t2, wv[ky * 3 + 2], a);
-          }
-        });
+        add_row_taps<R, I, 2>(acc, wv, t0, t1, t2);
       }
     });
     store_rows<R, A>(pl, acc, oy0, ox0);
@@ -366,15 +365,7 @@ void band_s2a(const Plane& pl, int64_t oy0, const __mmask16* m) {
         const __m512 t2 = _mm512_permutex2var_ps(lo, io, hi);
         const __m512 prev = _mm512_maskz_loadu_ps(mprev, row - 16);
         const __m512 t0 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(t2), _mm512_castps_si512(prev), 15));
-        unroll<R>([&](auto rc) {
-          constexpr int ky = I - decltype(rc)::value * 2;
-          if constexpr (ky >= 0 && ky <= 2) {
-            __m512& a = acc[decltype(rc)::value];
-            a = _mm512_fmadd_ps(t0, wv[ky * 3], a);
-            a = _mm512_fmadd_ps(t1, wv[ky * 3 + 1], a);
-            a = _mm512_fmadd_ps(t2, wv[ky * 3 + 2], a);
-          }
-        });
+        add_row_taps<R, I, 2>(acc, wv, t0, t1, t2);
       }
     });
     store_rows<R, A>(pl, acc, oy0, ox0);
@@ -383,36 +374,12 @@ void band_s2a(const Plane& pl, int64_t oy0, const __mmask16* m) {
 
 template <int A>
 void plane_s2a(const Plane& pl, const __mmask16* m) {
-  const int64_t oh = pl.p->oh;
-  int64_t oy = 0;
-  for (; oy + 8 <= oh; oy += 8) band_s2a<8, A>(pl, oy, m);
-  switch (oh - oy) {
-    case 7: band_s2a<7, A>(pl, oy, m); break;
-    case 6: band_s2a<6, A>(pl, oy, m); break;
-    case 5: band_s2a<5, A>(pl, oy, m); break;
-    case 4: band_s2a<4, A>(pl, oy, m); break;
-    case 3: band_s2a<3, A>(pl, oy, m); break;
-    case 2: band_s2a<2, A>(pl, oy, m); break;
-    case 1: band_s2a<1, A>(pl, oy, m); break;
-    default: break;
-  }
+  for_bands(pl.p->oh, [&](auto rows, int64_t oy) { band_s2a<decltype(rows)::value, A>(pl, oy, m); });
 }
 
 template <int A>
 void plane_s2(const Plane& pl, const __mmask16* m) {
-  const int64_t oh = pl.p->oh;
-  int64_t oy = 0;
-  for (; oy + 8 <= oh; oy += 8) band_s2n<8, A>(pl, oy, m);
-  switch (oh - oy) {
-    case 7: band_s2n<7, A>(pl, oy, m); break;
-    case 6: band_s2n<6, A>(pl, oy, m); break;
-    case 5: band_s2n<5, A>(pl, oy, m); break;
-    case 4: band_s2n<4, A>(pl, oy, m); break;
-    case 3: band_s2n<3, A>(pl, oy, m); break;
-    case 2: band_s2n<2, A>(pl, oy, m); break;
-    case 1: band_s2n<1, A>(pl, oy, m); break;
-    default: break;
-  }
+  for_bands(pl.p->oh, [&](auto rows, int64_t oy) { band_s2n<decltype(rows)::value, A>(pl, oy, m); });
 }
 
 // Planes through the kernels above: stride 1, and stride 2 at most 7 outputs wide, activation code A in registers (4 and 7 in a scalar pass).
