@@ -211,14 +211,7 @@ void ds_f32_gemm_rows__avx512(const GemmParams& p, const GemmRowsB& rb) {
     for (int64_t i = 0; i < p.m; i += kMr) {
       const int64_t mr = p.m - i < kMr ? p.m - i : kMr;
       float* c = p.c + i * p.c_row_stride + j;
-      x86::GemmTileEpilogue ep;
-      ep.bias_row = p.bias_kind == kGemmBiasPerRow ? p.bias + i : nullptr;
-      ep.bias_col = p.bias_kind == kGemmBiasPerCol ? p.bias + j : nullptr;
-      ep.residual = p.residual ? p.residual + i * p.residual_row_stride + j : nullptr;
-      ep.residual_row_stride = p.residual_row_stride;
-      ep.act = p.act;
-      ep.alpha = p.alpha;
-      ep.beta = p.beta;
+      const x86::GemmTileEpilogue ep = x86::GemmTileEpilogue::at(p, i, j);
       kRowsUkernels[variant][mr - 1](nr, p.k, p.a.data + (i / kMr) * kMr * p.k, b, rb.offsets, c, p.c_row_stride,
                                      &ep, &rp);
       if (p.act == 4 || p.act == 7) x86::gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);

@@ -21,6 +21,19 @@ struct GemmTileEpilogue {
   int64_t residual_row_stride;
   int32_t act;
   float alpha, beta;
+
+  // The epilogue of p's tile at row i, column j.
+  static GemmTileEpilogue at(const GemmParams& p, int64_t i, int64_t j) {
+    GemmTileEpilogue ep;
+    ep.bias_row = p.bias_kind == kGemmBiasPerRow ? p.bias + i : nullptr;
+    ep.bias_col = p.bias_kind == kGemmBiasPerCol ? p.bias + j : nullptr;
+    ep.residual = p.residual ? p.residual + i * p.residual_row_stride + j : nullptr;
+    ep.residual_row_stride = p.residual_row_stride;
+    ep.act = p.act;
+    ep.alpha = p.alpha;
+    ep.beta = p.beta;
+    return ep;
+  }
 };
 
 // Microkernel: C tile (mr x nr, mr <= MR, nr <= NR) = (accumulate ? C : 0) + a . b over kc steps,
@@ -99,15 +112,7 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
             const int64_t i = ic + ir;
             float* c = p.c + i * p.c_row_stride + j;
             GemmTileEpilogue ep;
-            if (last) {
-              ep.bias_row = p.bias_kind == kGemmBiasPerRow ? p.bias + i : nullptr;
-              ep.bias_col = p.bias_kind == kGemmBiasPerCol ? p.bias + j : nullptr;
-              ep.residual = p.residual ? p.residual + i * p.residual_row_stride + j : nullptr;
-              ep.residual_row_stride = p.residual_row_stride;
-              ep.act = p.act;
-              ep.alpha = p.alpha;
-              ep.beta = p.beta;
-            }
+            if (last) ep = GemmTileEpilogue::at(p, i, j);
             ukernels[mr - 1](nr, kc, a_blk + (ir / MR) * a_panel_stride, b_panel, c, p.c_row_stride,
                              !first, last ? &ep : nullptr, a_step);
             if (last && (p.act == 4 || p.act == 7)) gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);
