@@ -653,6 +653,33 @@ int32_t rand_shift(tiny::Rng& rng) {
   return shifts[int(rng.uniform(0, 6.999f))];
 }
 
+// A random qdense problem: u8 input, i8 weights (m x k), its zero point, bias, the bias with the
+// zero point's weight sums folded in (what the SIMD kernels take), multipliers and shifts.
+struct DenseCase {
+  std::vector<uint8_t> x;
+  std::vector<int8_t> w;
+  int32_t x_zp;
+  std::vector<int32_t> bias, folded, mult, shift;
+};
+
+DenseCase random_dense(tiny::Rng& rng, int64_t m, int64_t k) {
+  DenseCase d;
+  d.x.resize(static_cast<size_t>(k));
+  d.w.resize(size_t(m * k));
+  for (auto& v : d.x) v = uint8_t(rng.uniform(0, 255));
+  for (auto& v : d.w) v = int8_t(int(rng.uniform(0, 255)) - 128);
+  d.x_zp = int32_t(rng.uniform(0, 255));
+  for (int64_t j = 0; j < m; ++j) {
+    d.bias.push_back(int32_t(rng.uniform(-20000, 20000)));
+    int64_t sum = 0;
+    for (int64_t t = 0; t < k; ++t) sum += d.w[size_t(j * k + t)];
+    d.folded.push_back(int32_t(d.bias.back() - d.x_zp * sum));
+    d.mult.push_back(int32_t(rng.uniform(0, 2147483520.0f)));
+    d.shift.push_back(rand_shift(rng));
+  }
+  return d;
+}
+
 // Shifts 2..21 only (31 + shift in 33..52), where the kernels may requantize from the products'
 // high halves: a whole block of channels takes that path only when all of its shifts are here.
 int32_t rand_high_shift(tiny::Rng& rng) {
@@ -753,20 +780,8 @@ TEST(qu8_dwconv_and_dense_kernels_match_the_reference) {
     }
     for (int64_t k : {1, 15, 16, 17, 63, 64, 65, 200}) {
       const int64_t m = 11;
-      std::vector<uint8_t> x(static_cast<size_t>(k));
-      std::vector<int8_t> w(size_t(m * k));
-      for (auto& v : x) v = uint8_t(rng.uniform(0, 255));
-      for (auto& v : w) v = int8_t(int(rng.uniform(0, 255)) - 128);
-      const int32_t x_zp = int32_t(rng.uniform(0, 255));
-      std::vector<int32_t> bias, folded, mult, shift;
-      for (int64_t j = 0; j < m; ++j) {
-        bias.push_back(int32_t(rng.uniform(-20000, 20000)));
-        int64_t sum = 0;
-        for (int64_t t = 0; t < k; ++t) sum += w[size_t(j * k + t)];
-        folded.push_back(int32_t(bias.back() - x_zp * sum));
-        mult.push_back(int32_t(rng.uniform(0, 2147483520.0f)));
-        shift.push_back(rand_shift(rng));
-      }
+      const DenseCase d = random_dense(rng, m, k);
+      const auto& [x, w, x_zp, bias, folded, mult, shift] = d;
       const ds::QuantOut q{3, 2, 250};
       std::vector<uint8_t> want(static_cast<size_t>(m)), got(static_cast<size_t>(m));
       ds::ds_qu8_dense__scalar(1, k, m, x_zp, q, x.data(), w.data(), {bias.data(), mult.data(), shift.data()}, want.data());
@@ -777,20 +792,8 @@ TEST(qu8_dwconv_and_dense_kernels_match_the_reference) {
     if (!lv.k->dense_packed) continue;
     for (int64_t k : {1, 3, 4, 7, 8, 64, 65, 130, 1280}) {
       for (int64_t m : {1, 16, 17, 32, 45, 100}) {
-        std::vector<uint8_t> x(static_cast<size_t>(k));
-        std::vector<int8_t> w(size_t(m * k));
-        for (auto& v : x) v = uint8_t(rng.uniform(0, 255));
-        for (auto& v : w) v = int8_t(int(rng.uniform(0, 255)) - 128);
-        const int32_t x_zp = int32_t(rng.uniform(0, 255));
-        std::vector<int32_t> bias, folded, mult, shift;
-        for (int64_t j = 0; j < m; ++j) {
-          bias.push_back(int32_t(rng.uniform(-20000, 20000)));
-          int64_t sum = 0;
-          for (int64_t t = 0; t < k; ++t) sum += w[size_t(j * k + t)];
-          folded.push_back(int32_t(bias.back() - x_zp * sum));
-          mult.push_back(int32_t(rng.uniform(0, 2147483520.0f)));
-          shift.push_back(rand_shift(rng));
-        }
+        const DenseCase d = random_dense(rng, m, k);
+        const auto& [x, w, x_zp, bias, folded, mult, shift] = d;
         const ds::QuantOut q{int32_t(rng.uniform(0, 255)), 2, 250};
         std::vector<uint8_t> want(static_cast<size_t>(m)), got(static_cast<size_t>(m), 0);
         ds::ds_qu8_dense__scalar(1, k, m, x_zp, q, x.data(), w.data(), {bias.data(), mult.data(), shift.data()},
