@@ -99,11 +99,14 @@ def _load(name: str, prepared: PreparedModel, threads: int):
     raise ValueError(f"unknown engine {name!r}; engines: deepslim, {', '.join(PEERS)}")
 
 
-def _time_interleaved(engines: dict, x: np.ndarray, seconds: float, pause: float = 0.0) -> dict[str, list[float]]:
-    """Round-robin timing: each round runs every engine `inner` times, for about `seconds` in all.
-    With `pause` > 0 the machine idles that many seconds before each engine's turn, so the worker
-    threads of the engine before it (ONNX Runtime's and OpenVINO's spin after a run) have gone to
-    sleep and do not hold the cores it needs."""
+def _time_interleaved(engines: dict, x: np.ndarray, seconds: float, pause: float = 0.0,
+                      settle: int = 0) -> dict[str, list[float]]:
+    """Round-robin timing: each round runs every engine `inner` times, for about `seconds` of timed
+    runs in all. With `pause` > 0 the machine idles that many seconds before each engine's turn, so
+    the worker threads of the engine before it have gone to sleep and do not hold the cores it
+    needs (ONNX Runtime's keep spinning for about 30 ms after a run on this kind of machine); the
+    first `settle` runs of each turn are then left untimed (the first run after an idle is slow
+    for every engine)."""
     for e in engines.values():  # warm-up: first-run allocations, lazy compilation, caches
         for _ in range(3):
             e.run(x)
@@ -115,16 +118,21 @@ def _time_interleaved(engines: dict, x: np.ndarray, seconds: float, pause: float
     per_round = seconds / 15
     inner = {n: int(np.clip(per_round / len(engines) / t, 1, 500)) for n, t in est.items()}
     samples: dict[str, list[float]] = {n: [] for n in engines}
-    deadline = time.perf_counter() + seconds
+    timed = 0.0  # seconds spent in timed runs: pauses and settling runs do not eat the budget
     rounds = 0
-    while rounds < 5 or (time.perf_counter() < deadline and rounds < 200):
+    max_rounds = 200 if pause == 0 else 25  # with pauses, tiny models would otherwise mostly sleep
+    while rounds < 5 or (timed < seconds and rounds < max_rounds):
         for name, e in engines.items():
             if pause > 0:
                 time.sleep(pause)
+            for _ in range(settle):
+                e.run(x)
             for _ in range(inner[name]):
                 t0 = time.perf_counter()
                 e.run(x)
-                samples[name].append((time.perf_counter() - t0) * 1e3)
+                dt = time.perf_counter() - t0
+                timed += dt
+                samples[name].append(dt * 1e3)
         rounds += 1
     return samples
 
@@ -176,9 +184,10 @@ def bench(model: str, *, threads: int = 1, batches: list[int] | None = None, vs:
                                                  note=f"output disagrees with ours (max abs diff {diff:.3g} > {bound:.3g}); not timed"))
                 continue
             timed[name], diffs[name] = e, diff
-        # With several threads, a 5 ms idle before each engine's turn lets the others' spinning
+        # With several threads, a 100 ms idle before each engine's turn lets the others' spinning
         # workers sleep (else they hold the second core and the engine after them runs on one).
-        samples = _time_interleaved(timed, x, seconds, pause=0.005 if threads > 1 and len(timed) > 1 else 0.0)
+        several = threads > 1 and len(timed) > 1
+        samples = _time_interleaved(timed, x, seconds, pause=0.1 if several else 0.0, settle=2 if several else 0)
         our_median = float(np.median(samples["deepslim"]))
         for name, s in samples.items():
             p10, p50, p90 = (float(v) for v in np.percentile(s, [10, 50, 90]))

@@ -28,13 +28,15 @@ inline size_t count(const Dims& d) {
   return n;
 }
 
-// Loads the file, binds inputs xs[i] with shapes[i], runs, and reads output 0.
-inline Result run(const dsw::File& f, const std::vector<std::vector<float>>& xs, const std::vector<Dims>& shapes) {
+// Loads the file, binds inputs xs[i] with shapes[i], runs on `threads` threads, and reads output 0.
+inline Result run(const dsw::File& f, const std::vector<std::vector<float>>& xs, const std::vector<Dims>& shapes,
+                  int threads = 1) {
   Result r;
   const dsw::Bytes bytes = dsw::serialize(f);
   ds_model* m = nullptr;
   ds_session* s = nullptr;
   ds_session_options o = DS_SESSION_OPTIONS_INIT;
+  o.threads = threads;
   r.status = ds_model_load_memory(bytes.data(), bytes.size(), &m);
   if (r.status == DS_OK) r.status = ds_session_create(m, &o, &s);
   for (size_t i = 0; r.status == DS_OK && i < xs.size(); ++i)
@@ -55,8 +57,8 @@ inline Result run(const dsw::File& f, const std::vector<std::vector<float>>& xs,
   return r;
 }
 
-inline Result run(const dsw::File& f, const std::vector<float>& x, const Dims& xs) {
-  return run(f, std::vector<std::vector<float>>{x}, std::vector<Dims>{xs});
+inline Result run(const dsw::File& f, const std::vector<float>& x, const Dims& xs, int threads = 1) {
+  return run(f, std::vector<std::vector<float>>{x}, std::vector<Dims>{xs}, threads);
 }
 
 // Loads only: for files that the loader refuses (attribute and shape errors are found at load).

@@ -1,5 +1,6 @@
 // Spatial ops: conv_transpose2d against a direct scatter loop, resize against hand-derived
-// source indices and coordinates for every mode, lrn, global pools, maxpool dilations.
+// source indices and coordinates for every mode, lrn, global pools, maxpool dilations, pooling
+// split over threads.
 #include <algorithm>
 #include <cmath>
 
@@ -283,4 +284,28 @@ TEST(maxpool_dilations_match_pytorch) {
                                            {dsw::attr_ints("kernel", {2, 2}), dsw::attr_ints("dilations", {2, 2})}));
   CHECK(c.status == DS_ERR_UNSUPPORTED_OP);
   CHECK(c.error.find("unknown attribute 'dilations'") != std::string::npos);
+}
+
+TEST(pools_split_over_threads_equal_one_thread) {
+  // Planes are split over the threads from about 32K input elements: 2 x 37 planes of 27x29
+  // (58K) split, 1 x 3 planes do not; windows with padding and a ceil-mode edge. The result
+  // equals the single-threaded one exactly (each output is computed the same way).
+  uint32_t seed = 7;
+  for (const Dims& xs : {Dims{2, 37, 27, 29}, Dims{1, 3, 27, 29}}) {
+    std::vector<float> x(opt::count(xs));
+    for (float& v : x) v = float(int((seed = seed * 1664525u + 1013904223u) >> 20) % 2001 - 1000) / 128.0f;
+    for (const uint16_t op : {uint16_t(3), uint16_t(4)}) {
+      const dsw::File f = opt::one_node(op, {xs}, {},
+                                        {dsw::attr_ints("kernel", {3, 3}), dsw::attr_ints("strides", {2, 2}),
+                                         dsw::attr_ints("pads", {1, 0, 1, 0}), dsw::attr_int("ceil_mode", 1)});
+      const Result one = opt::run(f, x, xs, 1);
+      REQUIRE_MSG(one.status == DS_OK, one.error);
+      CHECK((one.shape == Dims{xs[0], xs[1], 14, 14}));
+      for (const int threads : {2, 3}) {
+        const Result many = opt::run(f, x, xs, threads);
+        REQUIRE_MSG(many.status == DS_OK, many.error);
+        CHECK(many.y == one.y);
+      }
+    }
+  }
 }

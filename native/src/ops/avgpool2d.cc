@@ -12,13 +12,18 @@ Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const 
   return pool2d_infer_shape(p, *in[0], node, "avgpool2d");
 }
 
-void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os,
-         const KernelTable& k) {
-  k.avgpool2d(pool2d_kernel_params(p, *in[0].shape, os), in[0].data, out);
+void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out,
+                  const Shape& os, const KernelTable& k) {
+  pool2d_run_planes(ctx.pool, pool2d_kernel_params(p, *in[0].shape, os), in[0].data, static_cast<float*>(out),
+                    k.avgpool2d);
+}
+
+void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable& k) {
+  run_prepared(p, {nullptr, nullptr}, in, out, os, k);
 }
 
 }  // namespace
 
-extern const OpDef kAvgPool2dOp = {4, "avgpool2d", 1, 1, parse, infer_shape, run};
+extern const OpDef kAvgPool2dOp = {4, "avgpool2d", 1, 1, parse, infer_shape, run, false, nullptr, nullptr, run_prepared};
 
 }  // namespace ds

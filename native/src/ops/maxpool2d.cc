@@ -13,17 +13,22 @@ Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const 
   return pool2d_infer_shape(p, *in[0], node, "maxpool2d");
 }
 
-void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os,
-         const KernelTable& k) {
+void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out,
+                  const Shape& os, const KernelTable& k) {
   const Pool2dParams q = pool2d_kernel_params(p, *in[0].shape, os);
   if (in[0].dtype == kDtypeU8)
-    (k.q && k.q->maxpool2d ? k.q->maxpool2d : ds_u8_maxpool2d__scalar)(q, in[0].as<uint8_t>(),
-                                                                        reinterpret_cast<uint8_t*>(out));
-  else k.maxpool2d(q, in[0].data, out);
+    pool2d_run_planes(ctx.pool, q, in[0].as<uint8_t>(), static_cast<uint8_t*>(out),
+                      k.q && k.q->maxpool2d ? k.q->maxpool2d : ds_u8_maxpool2d__scalar);
+  else pool2d_run_planes(ctx.pool, q, in[0].data, static_cast<float*>(out), k.maxpool2d);
+}
+
+void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable& k) {
+  run_prepared(p, {nullptr, nullptr}, in, out, os, k);
 }
 
 }  // namespace
 
-extern const OpDef kMaxPool2dOp = {3, "maxpool2d", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8};
+extern const OpDef kMaxPool2dOp = {3,    "maxpool2d", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8,
+                                   nullptr, run_prepared};
 
 }  // namespace ds

@@ -117,7 +117,8 @@ struct OpDef {
   // takes f32 only and gives f32.
   uint8_t (*check_dtypes)(const OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) = nullptr;
   // Optional, once per session: state built from the constant inputs (packed weights) for the
-  // session's kernels. When set, run_prepared is called instead of run.
+  // session's kernels. run_prepared, when set, is called instead of run, with this state (null
+  // without prepare) and the session's thread pool.
   std::shared_ptr<const void> (*prepare)(const OpParams& p, const std::vector<ValueInfo>& in,
                                          const KernelTable& kernels, int threads) = nullptr;
   void (*run_prepared)(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& inputs, void* out,

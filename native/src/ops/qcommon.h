@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "core/thread_pool.h"
+#include "ops/parallel.h"
 #include "kernels/qu8.h"
 #include "ops/op.h"
 
@@ -119,13 +119,7 @@ inline void q_check_linear(const std::vector<ValueInfo>& in, const std::string& 
 // costs more than it saves), whole 64-element blocks each.
 template <typename Fn>
 void q_parallel_range(ThreadPool* pool, int64_t n, Fn&& fn) {
-  const int threads = pool ? pool->size() : 1;
-  if (threads < 2 || n < 32768) {
-    fn(0, n);
-    return;
-  }
-  const int64_t per = ((n + threads - 1) / threads + 63) / 64 * 64;
-  pool->parallel_for((n + per - 1) / per, [&](int64_t t, int) { fn(t * per, std::min(n, (t + 1) * per)); });
+  parallel_range(pool, n, 32768, 64, fn);
 }
 
 }  // namespace ds
