@@ -1,6 +1,7 @@
 // Whole-session tests: a residual block and a ShuffleNet V2 unit (slice, concat, channel_shuffle)
 // against plain loops; the activation arena (no two live buffers overlap, outputs and inputs stay
-// intact, re-planning on a new batch, ds_session_memory_info); run() allocates nothing; short files.
+// intact, re-planning on a new batch, ds_session_memory_info); concats written in place; run()
+// allocates nothing; short files.
 #include <cstdio>
 
 #include "alloc_counter.h"
@@ -186,6 +187,53 @@ TEST(memory_plan_of_a_branchy_graph) {
         for (int64_t p = 0; p < 12; ++p)  // w = u in NHWC
           CHECK(y_w[size_t((b * 12 + p) * 6 + c)] == src[size_t((b * 2 + c % 2) * 12 + p)]);
       }
+  }
+}
+
+TEST(concat_inputs_are_written_in_place) {
+  // u = concat(relu(x), 3 x) along channels: at batch 1 both inputs are written straight into u
+  // (3 x first, into the second slice), and the concat is skipped. w = concat(relu(y), x + x) is
+  // not: its second slice would start 48 bytes in. At batch 2 the slices are not contiguous and
+  // every value has its own buffer.
+  dsw::File f;
+  const uint32_t x = f.add_value("x", {-1, 16, 2, 2}), y = f.add_value("y", {-1, 3, 2, 2});
+  f.inputs = {x, y};
+  const uint32_t k = f.add_constant(dsw::dense_tensor("three", {1}, {3.0f}));
+  const uint32_t a = f.add_value("a", {1}), b = f.add_value("b", {1}), u = f.add_value("u", {1});
+  const uint32_t r = f.add_value("r", {1}), g = f.add_value("g", {1}), w = f.add_value("w", {1});
+  f.outputs = {u, w};
+  f.add_node(12, "times3", {x, k}, b);
+  f.add_node(5, "relu", {x}, a);
+  f.add_node(14, "cat", {a, b}, u, {dsw::attr_int("axis", 1)});
+  f.add_node(5, "relu_y", {y}, r);
+  f.add_node(10, "twice", {x, x}, g);
+  f.add_node(14, "cat_misaligned", {r, g}, w, {dsw::attr_int("axis", -3)});
+  const dsw::Bytes bytes = dsw::serialize(f);
+  std::unique_ptr<ds::Model> model = ds::load_model(bytes.data(), bytes.size());
+  tiny::Rng rng(44);
+  for (const int threads : {1, 2}) {
+    for (int64_t n : {1, 2}) {
+      ds::Session session(*model, threads);  // a new one per batch: both inputs change together
+      const std::vector<float> xv = opt::random_vec(rng, size_t(n * 64), -2, 2);
+      const std::vector<float> yv = opt::random_vec(rng, size_t(n * 12), -2, 2);
+      session.set_input(0, xv.data(), {n, 16, 2, 2});
+      session.set_input(1, yv.data(), {n, 3, 2, 2});
+      session.run();
+      check_plan(session.buffer_plan(), session.arena_bytes(), __LINE__);
+      CHECK(session.buffer_plan().size() == (n == 1 ? 4u : 6u));
+      std::vector<float> got_u(size_t(n * 128)), got_w(size_t(n * 76));
+      session.get_output(0, got_u.data(), got_u.size());
+      session.get_output(1, got_w.data(), got_w.size());
+      std::vector<float> want_u, want_w;
+      for (int64_t bi = 0; bi < n; ++bi) {
+        for (int64_t i = 0; i < 64; ++i) want_u.push_back(std::max(xv[size_t(bi * 64 + i)], 0.0f));
+        for (int64_t i = 0; i < 64; ++i) want_u.push_back(xv[size_t(bi * 64 + i)] * 3.0f);
+        for (int64_t i = 0; i < 12; ++i) want_w.push_back(std::max(yv[size_t(bi * 12 + i)], 0.0f));
+        for (int64_t i = 0; i < 64; ++i) want_w.push_back(xv[size_t(bi * 64 + i)] + xv[size_t(bi * 64 + i)]);
+      }
+      CHECK(got_u == want_u);
+      CHECK(got_w == want_w);
+    }
   }
 }
 

@@ -226,6 +226,53 @@ void Session::plan_fusion(const std::vector<Shape>& shapes) {
   }
 }
 
+// A concat (op 14) along an axis with only 1s before it (batch 1 NCHW along channels: every input
+// is one contiguous piece of the output) whose inputs are each written by a node of the graph
+// (not a graph input or constant, not another concat placed this way) and read by nothing else:
+// those nodes write their outputs straight into the concat's output, at their slice, and the
+// concat is skipped. SqueezeNet's fire modules and ShuffleNet's units no longer copy their
+// outputs. Each slice must start on a 64-byte boundary (kernels may store aligned vectors).
+void Session::plan_concat_in_place(const std::vector<Shape>& shapes) {
+  const size_t node_count = model_.nodes.size();
+  slice_of_.assign(model_.values.size(), kAbsentInput);
+  slice_offset_.assign(model_.values.size(), 0);
+  std::vector<size_t> writer(model_.values.size(), SIZE_MAX), readers(model_.values.size(), 0);
+  for (size_t i = 0; i < node_count; ++i) {
+    const Node& node = model_.nodes[i];
+    for (uint32_t id : node.inputs)
+      if (id != kAbsentInput) ++readers[id];
+    if (skipped_[i]) continue;
+    writer[fused_residual_[i] != kAbsentInput ? fused_out_[i] : node.outputs[0]] = i;
+  }
+  for (uint32_t id : model_.outputs) ++readers[id];
+  for (size_t j = 0; j < node_count; ++j) {
+    const Node& cat = model_.nodes[j];
+    if (cat.op->id != 14 || skipped_[j]) continue;
+    const uint32_t out = cat.outputs[0];
+    const Shape& os = shapes[out];
+    const int64_t axis = cat.params.axis < 0 ? cat.params.axis + int64_t(os.size()) : cat.params.axis;
+    if (product(os, 0, size_t(axis)) != 1) continue;
+    const size_t elem = dtype_size(model_.values[out].dtype);
+    bool ok = true;
+    size_t offset = 0;
+    for (size_t k = 0; ok && k < cat.inputs.size(); ++k) {
+      const uint32_t v = cat.inputs[k];
+      const size_t w = writer[v];
+      ok = w != SIZE_MAX && w < j && readers[v] == 1 && slice_of_[v] == kAbsentInput &&
+           !(model_.nodes[w].op->id == 14 && skipped_[w]) && offset % kAlign == 0;
+      offset += size_t(element_count(shapes[v], model_.values[v].name)) * elem;
+    }
+    if (!ok) continue;
+    offset = 0;
+    for (uint32_t v : cat.inputs) {
+      slice_of_[v] = out;
+      slice_offset_[v] = offset;
+      offset += size_t(element_count(shapes[v], model_.values[v].name)) * elem;
+    }
+    skipped_[j] = true;
+  }
+}
+
 // Lifetimes in node indices; every node output gets an arena slot that no buffer live at the same
 // time overlaps. A node's output never shares memory with its inputs (their lifetimes meet at the
 // node), and graph inputs and constants live outside the arena. A fused conv2d reads the residual
@@ -234,6 +281,7 @@ void Session::plan() {
   planned_ = false;
   std::vector<Shape> shapes = infer_shapes(model_, input_shapes_);
   plan_fusion(shapes);
+  plan_concat_in_place(shapes);
   const size_t node_count = model_.nodes.size();
   std::vector<size_t> slot(model_.values.size(), SIZE_MAX);  // value -> index in plan
   std::vector<BufferPlan> plan;
@@ -249,7 +297,18 @@ void Session::plan() {
       if (id != kAbsentInput && slot[id] != SIZE_MAX) plan[slot[id]].last = i;
     const uint32_t res = fused_residual_[i];
     if (res != kAbsentInput && slot[res] != SIZE_MAX) plan[slot[res]].last = i;
-    const uint32_t out = res != kAbsentInput ? fused_out_[i] : node_out;
+    uint32_t out = res != kAbsentInput ? fused_out_[i] : node_out;
+    const uint32_t slice = out;
+    if (slice_of_[out] != kAbsentInput) {  // a slice of a concat's output: the first writer places it
+      out = slice_of_[out];
+      if (slot[out] == SIZE_MAX) {
+        slot[out] = plan.size();
+        plan.push_back({out, 0, size_t(element_count(shapes[out], model_.values[out].name)) *
+                                    dtype_size(model_.values[out].dtype), i, i});
+      }
+      slot[slice] = slot[out];
+      continue;
+    }
     const size_t bytes = size_t(element_count(shapes[out], model_.values[out].name)) * dtype_size(model_.values[out].dtype);
     slot[out] = plan.size();
     plan.push_back({out, 0, bytes, i, i});
@@ -263,6 +322,9 @@ void Session::plan() {
   float* base = reinterpret_cast<float*>((raw + kAlign - 1) / kAlign * kAlign);
   std::vector<float*> buffers(model_.values.size(), nullptr);
   for (const BufferPlan& b : plan) buffers[b.value] = base + b.offset / sizeof(float);
+  for (size_t v = 0; v < buffers.size(); ++v)
+    if (slice_of_[v] != kAbsentInput)
+      buffers[v] = reinterpret_cast<float*>(reinterpret_cast<char*>(buffers[slice_of_[v]]) + slice_offset_[v]);
   scratch_.reserve(max_inputs);
 
   // One workspace for the prepared ops: the largest any of them needs for these shapes.

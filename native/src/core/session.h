@@ -76,6 +76,9 @@ class Session {
   // conv2d -> add (and qconv2d -> qadd) pairs run as one conv with the add's other operand as its
   // residual.
   void plan_fusion(const std::vector<Shape>& shapes);
+  // Concats whose inputs can be written straight into their slices of the output (sets slice_of_
+  // and skips the concat).
+  void plan_concat_in_place(const std::vector<Shape>& shapes);
   const float* value_data(uint32_t id) const;
 
   const Model& model_;
@@ -100,6 +103,10 @@ class Session {
   std::vector<uint32_t> fused_residual_, fused_out_;
   std::vector<OpParams> fused_params_;
   std::vector<bool> skipped_;
+  // Per value, from plan_concat_in_place: the concat output it is a slice of (else kAbsentInput)
+  // and the slice's byte offset in it. Such a value gets no buffer of its own.
+  std::vector<uint32_t> slice_of_;
+  std::vector<size_t> slice_offset_;
   std::unique_ptr<ThreadPool> pool_;  // threads_ > 1 only
   std::vector<float> workspace_storage_;  // scratch of prepared ops (OpDef::workspace_floats)
   float* workspace_ = nullptr;            // 64-byte aligned in workspace_storage_
