@@ -1,7 +1,9 @@
 """Per-layer fp32 fallback decided by measurement, so that an int8 model is never slower than fp32.
 
 Each quantized conv/dense node (qconv2d / qdense, with the qlut of an activation split off it) is
-timed in the native runtime beside the fp32 node of the same name; a node whose int8 time exceeds its
+timed in the native runtime beside the fp32 node of the same name (each node's least time over
+`passes` timings, the graphs taking turns: a busy machine's bursts then neither condemn nor save a
+layer); a node whose int8 time exceeds its
 fp32 time by more than `margin` (relative) and `min_us` (absolute) is re-quantized in keep_fp32; then
 each fp32 island so made whose fp32 time plus the quantize/dequantize nodes at its border is not below
 its int8 time goes back to int8 (conversions can cost more than the layer gains). At most `rounds`
@@ -29,7 +31,7 @@ __all__ = ["FallbackReport", "NodeTiming", "RECORD", "attach_report", "profile_g
 RECORD = "deepslim.fallback"  # name of the constant holding the decision
 MARGIN = 0.10  # int8 may be up to 10% slower than fp32 ...
 MIN_US = 2.0  # ... or up to 2 us, before the node falls back
-WARMUP, RUNS, ROUNDS = 3, 20, 2
+WARMUP, RUNS, ROUNDS, PASSES = 3, 20, 2, 3
 LINEAR_OPS = ("qconv2d", "qdense")
 
 # (graph, input batch, threads) -> mean milliseconds per node name
@@ -106,10 +108,22 @@ def profile_graph(graph: Graph, x: np.ndarray, threads: int = 1, *, warmup: int 
             return {r["name"]: r["ms"] for r in session.time_nodes(x, runs=runs, warmup=warmup)}
 
 
+def _least_times(timer: Timer, graphs: list[Graph], x: np.ndarray, threads: int, passes: int) -> list[dict[str, float]]:
+    """Per graph, each node's least time over `passes` timings; in every pass the graphs are timed
+    in turn, so load that comes and goes hits them alike, and a node's least time is the one the
+    machine disturbed least (one preempted run can double a 20-run mean)."""
+    best: list[dict[str, float]] = [{} for _ in graphs]
+    for _ in range(max(1, passes)):
+        for g, b in zip(graphs, best):
+            for name, ms in timer(g, x, threads).items():
+                b[name] = min(ms, b.get(name, ms))
+    return best
+
+
 def quantize_with_fallback(graph: Graph, quantize: Callable[[list[str]], Graph], x: np.ndarray, *,
                            threads: int = 1, keep_fp32: Iterable[str] = (), timer: Timer | None = None,
                            margin: float = MARGIN, min_us: float = MIN_US, rounds: int = ROUNDS,
-                           progress: bool = True) -> tuple[Graph, FallbackReport]:
+                           passes: int = PASSES, progress: bool = True) -> tuple[Graph, FallbackReport]:
     """Quantize with `quantize(keep_fp32)` and time the result against the fp32 `graph` on `x`.
 
     Round 1: every conv/dense node whose int8 time (with the qlut split off it) exceeds its fp32 time
@@ -118,7 +132,8 @@ def quantize_with_fallback(graph: Graph, quantize: Callable[[list[str]], Graph],
     through values) costs its nodes' fp32 time plus the quantize/dequantize nodes at its border; an
     island that costs at least its nodes' int8 time goes back to int8.
 
-    `timer(graph, x, threads) -> {node name: ms}` defaults to `profile_graph` (the native runtime).
+    `timer(graph, x, threads) -> {node name: ms}` defaults to `profile_graph` (the native runtime);
+    every timing takes each node's least time over `passes` calls of it.
     Returns the final quantized graph (with the decision attached, see `attach_report`) and the report.
     """
     from tqdm.auto import tqdm
@@ -127,9 +142,8 @@ def quantize_with_fallback(graph: Graph, quantize: Callable[[list[str]], Graph],
     keep = list(keep_fp32)
     report = FallbackReport(threads)
     bar = tqdm(total=min(rounds, 2) + 1, desc="fallback: timing", disable=not progress, leave=False)
-    fp32_ms = timer(graph, x, threads)
     q = quantize(keep)
-    int8_ms = timer(q, x, threads)
+    fp32_ms, int8_ms = _least_times(timer, [graph, q], x, threads, passes)
     report.fp32_total_ms, report.int8_total_ms = sum(fp32_ms.values()), sum(int8_ms.values())
     bar.update()
     slow = []
@@ -146,7 +160,7 @@ def quantize_with_fallback(graph: Graph, quantize: Callable[[list[str]], Graph],
         report.rounds = 1
         bar.update()
         if rounds >= 2:
-            ms = timer(q, x, threads)
+            ms = _least_times(timer, [q], x, threads, passes)[0]
             back = []
             for island, border in _islands(q):
                 mine = [n for n in island if n in slow]

@@ -41,7 +41,7 @@ def test_slower_int8_layers_fall_back_to_fp32_and_the_decision_is_stored(tmp_pat
     # conv2's int8 time includes the hard swish qlut split off it (conv2.act): 2.5 + 0.5 > 1.1; in
     # fp32 the split-off activation stays a node of its own (1 ms): 2 ms < 3 ms, still worth it
     q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=_fake_timer(
-        {"fc4": 1.5, "conv2": 2.5}, calls), progress=False)
+        {"fc4": 1.5, "conv2": 2.5}, calls), passes=1, progress=False)
     assert report.keep_fp32 == ["conv2", "fc4"]
     assert report.rounds == 1
     assert len(calls) == 3  # fp32, first int8 candidate, the re-quantized one (its islands pay)
@@ -70,7 +70,7 @@ def test_small_differences_stay_int8():
     calls = []
     # 1.05 ms is within 10% of fp32's 1 ms; 1.0015 ms within 2 us: both stay int8
     q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=_fake_timer(
-        {"fc3": 1.05, "fc4": 1.0015}, calls), progress=False)
+        {"fc3": 1.05, "fc4": 1.0015}, calls), passes=1, progress=False)
     assert report.keep_fp32 == [] and report.rounds == 0 and len(calls) == 2
     assert {n.op for n in q.nodes} >= {"qconv2d", "qdense"}
     assert report.fp32_total_ms > 0 and report.int8_total_ms > 0
@@ -83,7 +83,7 @@ def test_an_island_whose_conversions_cost_more_goes_back_to_int8():
     # quantize after it for the qadd: 1 ms + 2 x 0.4 ms = 1.8 ms >= 1.5 ms: both back to int8.
     calls = []
     q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=_fake_timer(
-        {"conv1": 1.5, "fc3": 1.5, "fc4": 1.5}, calls, conversion_ms=0.4), progress=False)
+        {"conv1": 1.5, "fc3": 1.5, "fc4": 1.5}, calls, conversion_ms=0.4), passes=1, progress=False)
     assert report.rounds == 2 and len(calls) == 3
     assert report.keep_fp32 == ["conv1"]
     assert report.nodes["conv1"].boundary_ms == pytest.approx(0.4)
@@ -95,12 +95,30 @@ def test_an_island_whose_conversions_cost_more_goes_back_to_int8():
     # rounds=1: the per-node rule only, no second timing
     calls = []
     q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=_fake_timer(
-        {"conv1": 1.5, "fc3": 1.5, "fc4": 1.5}, calls, conversion_ms=0.4), rounds=1, progress=False)
+        {"conv1": 1.5, "fc3": 1.5, "fc4": 1.5}, calls, conversion_ms=0.4), rounds=1, passes=1, progress=False)
     assert report.rounds == 1 and len(calls) == 2 and report.keep_fp32 == ["conv1", "fc3", "fc4"]
     # rounds=0: measured and recorded, nothing re-quantized
     q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=_fake_timer(
-        {"conv1": 1.5}, []), rounds=0, progress=False)
+        {"conv1": 1.5}, []), rounds=0, passes=1, progress=False)
     assert report.rounds == 0 and report.keep_fp32 == [] and {n.name: n.op for n in q.nodes}["conv1"] == "qconv2d"
+
+
+def test_each_node_keeps_its_least_time_over_the_passes():
+    # the first int8 timing is disturbed (conv1 3 ms), the next two are not: conv1 stays int8; fc3
+    # is slow in every pass and falls back. Each pass times fp32 then int8.
+    graph = small_cnn()
+    calls = []
+    steady = _fake_timer({"fc3": 1.5}, [])
+    disturbed = _fake_timer({"fc3": 1.5, "conv1": 3.0}, [])
+
+    def timer(g, x, threads):
+        calls.append(any(n.op.startswith("q") for n in g.nodes))
+        return (disturbed if len(calls) == 2 else steady)(g, x, threads)
+
+    q, report = quantize_with_fallback(graph, _quantize(graph), CALIB[:1], timer=timer, passes=3, progress=False)
+    assert calls[:6] == [False, True] * 3 and len(calls) == 9  # 3 passes of (fp32, int8), then 3 of the candidate
+    assert report.keep_fp32 == ["fc3"]
+    assert report.nodes["conv1"].int8_ms == 0.5 and not report.nodes["conv1"].fp32
 
 
 def test_no_record_without_a_measurement(tmp_path):
