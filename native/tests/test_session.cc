@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "alloc_counter.h"
+#include "common/error.h"
 #include "core/model.h"
 #include "core/session.h"
 #include "harness.h"
@@ -210,10 +211,23 @@ TEST(concat_inputs_are_written_in_place) {
   f.add_node(14, "cat_misaligned", {r, g}, w, {dsw::attr_int("axis", -3)});
   const dsw::Bytes bytes = dsw::serialize(f);
   std::unique_ptr<ds::Model> model = ds::load_model(bytes.data(), bytes.size());
+  {  // inputs whose batches still disagree at run time are refused there
+    ds::Session session(*model, 1);
+    const std::vector<float> xv(2 * 64, 1.0f), yv(12, 1.0f);
+    session.set_input(0, xv.data(), {2, 16, 2, 2});
+    session.set_input(1, yv.data(), {1, 3, 2, 2});
+    try {
+      session.run();
+      CHECK(false);
+    } catch (const ds::Error& e) {
+      CHECK(e.status() == DS_ERR_SHAPE);
+      CHECK(e.message().find("cat_misaligned") != std::string::npos);
+    }
+  }
   tiny::Rng rng(44);
   for (const int threads : {1, 2}) {
-    for (int64_t n : {1, 2}) {
-      ds::Session session(*model, threads);  // a new one per batch: both inputs change together
+    ds::Session session(*model, threads);
+    for (int64_t n : {1, 2, 1}) {  // both inputs change batch, one after the other
       const std::vector<float> xv = opt::random_vec(rng, size_t(n * 64), -2, 2);
       const std::vector<float> yv = opt::random_vec(rng, size_t(n * 12), -2, 2);
       session.set_input(0, xv.data(), {n, 16, 2, 2});

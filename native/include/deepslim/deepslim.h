@@ -87,7 +87,9 @@ DS_API void ds_session_free(ds_session* session);
 
 /* Bind input `index` to float32 NCHW data of the given shape. The data is read during
  * ds_session_run and must stay valid until then. A shape that the graph cannot take is refused
- * here with DS_ERR_SHAPE and a message naming the input, the expected and the given shape. */
+ * here with DS_ERR_SHAPE and a message naming the input, the expected and the given shape. With
+ * several inputs, a shape that only disagrees with another input's (a new batch bound one input
+ * at a time) is accepted here and, if the disagreement remains, refused by ds_session_run. */
 DS_API ds_status ds_session_set_input(ds_session* session, size_t index, const float* data,
                                       const int64_t* dims, size_t rank);
 DS_API ds_status ds_session_run(ds_session* session);

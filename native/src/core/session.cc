@@ -156,7 +156,17 @@ void Session::set_input(size_t index, const float* data, const Shape& shape) {
   planned_ = false;
   for (bool b : input_bound_)
     if (!b) return;
-  plan();
+  if (model_.inputs.size() == 1) {
+    plan();
+    return;
+  }
+  // With several inputs a new batch is bound one input at a time, and the shapes may disagree
+  // until the last one is set: a shape conflict is then reported by run(), which plans again.
+  try {
+    plan();
+  } catch (const Error& e) {
+    if (e.status() != DS_ERR_SHAPE) throw;
+  }
 }
 
 bool Session::rebind_input(size_t index, const float* data, const int64_t* dims, size_t rank) {
