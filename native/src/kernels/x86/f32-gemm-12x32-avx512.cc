@@ -50,7 +50,7 @@ struct RowsPanel {
 template <int R, bool kRows, int NV = 2, bool kMaskB = false, bool kWrap = false>
 inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c,
                          int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep,
-                         const RowsPanel* rp = nullptr, int64_t a_step = kMr) {
+                         const RowsPanel* rp = nullptr, int64_t a_step = kMr, x86::GemmPrefetch pf = {}) {
   // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
@@ -98,6 +98,7 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
         if (NV == 2) acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
       }
     }
+    if (!kRows && q < pf.lines) _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
     a += a_step;
     if (!kRows) b += kNr;
   }
@@ -144,8 +145,8 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
 
 template <int R>
 void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs, bool accumulate,
-             const x86::GemmTileEpilogue* ep, int64_t a_step) {
-  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step);
+             const x86::GemmTileEpilogue* ep, int64_t a_step, x86::GemmPrefetch pf) {
+  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step, pf);
 }
 
 using RowsMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
