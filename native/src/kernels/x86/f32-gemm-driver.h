@@ -50,6 +50,14 @@ using GemmMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const f
                                  int64_t c_row_stride, bool accumulate, const GemmTileEpilogue* ep,
                                  int64_t a_step, GemmPrefetch pf);
 
+// The same for MR + 1 rows, where the last rows of an M block would leave a 1-row tile (MobileNet
+// V2's and ResNet-18's 7x7 layers as pixels: 49 = 3 x 12 + 13): rows 0..MR-1 from a, row MR from
+// a_next (row 0 of the next A panel), both a_step floats per k step. The 1-row tile's pass over
+// the B panel cost ~7% of the layer.
+using GemmMicrokernelPlusRow = void (*)(int64_t nr, int64_t kc, const float* a, const float* a_next, const float* b,
+                                        float* c, int64_t c_row_stride, bool accumulate, const GemmTileEpilogue* ep,
+                                        int64_t a_step, GemmPrefetch pf);
+
 // Sigmoid and tanh are applied by this scalar pass after the vector epilogue stored the tile.
 inline void gemm_tile_transcendental(int64_t mr, int64_t nr, float* c, int64_t c_row_stride,
                                      const GemmTileEpilogue& ep) {
@@ -98,8 +106,10 @@ inline GemmPrefetch prefetch_share(const GemmPrefetch& next, int64_t t, int64_t 
   return {next.at + first * 16, lines < kc ? lines : kc};
 }
 
+// plus_row: the level's MR + 1 row tile, or null.
 template <class Cfg>
-void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* workspace) {
+void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* workspace,
+                  GemmMicrokernelPlusRow plus_row = nullptr) {
   constexpr int MR = Cfg::kMr, NR = Cfg::kNr;
   const int64_t M = p.m, N = p.n, K = p.k;
   if (M <= 0 || N <= 0) return;
@@ -146,16 +156,23 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
             ds_f32_gemm_pack(NR, nr, kc, p.b.data + pc * p.b.row_stride + j * p.b.col_stride, p.b.col_stride,
                              p.b.row_stride, b_buf + (jr / NR) * b_panel_stride);
           const GemmPrefetch next = p.b.packed ? next_b_panel<Cfg>(p, jc, nc, pc, kc, ic, mc, jr) : GemmPrefetch{};
-          const int64_t tiles = (mc + MR - 1) / MR;
+          const bool merge_last = plus_row && mc > MR && mc % MR == 1;
+          const int64_t tiles = (mc + MR - 1) / MR - (merge_last ? 1 : 0);
           for (int64_t ir = 0; ir < mc; ir += MR) {
-            const int64_t mr = mc - ir < MR ? mc - ir : MR;
+            const int64_t plus = merge_last && mc - ir == MR + 1;
+            const int64_t mr = plus ? MR + 1 : mc - ir < MR ? mc - ir : MR;
             const int64_t i = ic + ir;
             float* c = p.c + i * p.c_row_stride + j;
             GemmTileEpilogue ep;
             if (last) ep = GemmTileEpilogue::at(p, i, j);
-            ukernels[mr - 1](nr, kc, a_blk + (ir / MR) * a_panel_stride, b_panel, c, p.c_row_stride,
-                             !first, last ? &ep : nullptr, a_step, prefetch_share(next, ir / MR, tiles, kc));
+            const float* a = a_blk + (ir / MR) * a_panel_stride;
+            const GemmPrefetch pf = prefetch_share(next, ir / MR, tiles, kc);
+            if (plus)
+              plus_row(nr, kc, a, a + a_panel_stride, b_panel, c, p.c_row_stride, !first, last ? &ep : nullptr, a_step, pf);
+            else
+              ukernels[mr - 1](nr, kc, a, b_panel, c, p.c_row_stride, !first, last ? &ep : nullptr, a_step, pf);
             if (last && (p.act == 4 || p.act == 7)) gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);
+            if (plus) break;
           }
         }
       }
