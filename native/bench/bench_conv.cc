@@ -9,7 +9,10 @@
 //                                                       on the path conv2d chooses; ms per call)
 // With BENCH_COLD=1 the layer mode flushes the caches (64 MB written) before each call and prints
 // the median of 50 calls, as for the weights of a network larger than the L3. With BENCH_P10=1 it
-// prints the 10th percentile of single calls over 0.5 s (robust on a busy machine). DS_CONV_WINOGRAD
+// prints the 10th percentile of single calls over 0.5 s (robust on a busy machine). With
+// BENCH_EVICT_MB=MB it reads MB megabytes of other data and then the input before each call (the
+// weights in L3, the input in L2, as in a whole network; 12 is about MobileNet V2's weights) and
+// prints the median of 200 calls. DS_CONV_WINOGRAD
 // and DS_CONV_PIXELS (0|1) force conv2d's choices in the layer mode.
 #include <algorithm>
 #include <chrono>
@@ -115,6 +118,24 @@ double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int
       ds::kConv2dOp.run_prepared(p, ctx, in, y.data(), os, k);
       ms.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3);
     }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+  if (const char* mb = std::getenv("BENCH_EVICT_MB")) {
+    // As inside a network: before each call, MB megabytes of other data read (the layer's weights
+    // leave L2 for L3 when MB is below the L3 size), then the input read (the previous layer just
+    // wrote it); the median of 200 calls.
+    std::vector<float> other(size_t(std::atof(mb) * (1 << 20) / sizeof(float)) + 16);
+    std::vector<double> ms;
+    float sink = 0.0f;
+    for (int i = 0; i < 200; ++i) {
+      for (size_t j = 0; j < other.size(); j += 16) sink += other[j];
+      for (size_t j = 0; j < x.size(); j += 16) sink += x[j];
+      const auto start = std::chrono::steady_clock::now();
+      ds::kConv2dOp.run_prepared(p, ctx, in, y.data(), os, k);
+      ms.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3);
+    }
+    if (sink == 1.2345f) std::printf(" ");
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   }

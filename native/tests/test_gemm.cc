@@ -2,6 +2,7 @@
 // the register tile and cache blocks (1, tile-1, tile, tile+1, primes, > kc/mc/nc), every
 // activation code, bias per row/column/none, residual on/off, packed and unpacked operands,
 // transposed strides and padded C rows; then thread-count invariance (bitwise).
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <string>
@@ -13,6 +14,7 @@
 #endif
 
 #include "core/dispatch.h"
+#include "kernels/x86/f32-gemm-driver.h"
 #include "harness.h"
 #include "kernel_tolerances.h"
 #include "tiny_net.h"
@@ -238,6 +240,11 @@ void blocks_at(Isa isa) {
   Case d{g.mc + 5, g.nc + 3, g.kc + 1};
   d.act = 6, d.bias_kind = 2, d.pack_b = true;
   check_case(isa, d, rng);
+  // Pixels as rows of a 7x7 1x1 layer: few M tiles per packed B panel (each prefetches a share of
+  // the next panel), A read in place, several K and N blocks.
+  Case e{49, g.nc + 2 * g.nr + 5, g.kc + 33};
+  e.act = 1, e.bias_kind = 2, e.pack_b = true, e.a_trans = true;
+  check_case(isa, e, rng);
 }
 
 // `floats` floats that end right before an inaccessible page (Linux), so that a read past the
@@ -357,6 +364,60 @@ void gemm_rows_at(Isa isa) {
 
 TEST(gemm_avx512_rows) { gemm_rows_at(Isa::kAvx512); }
 
+// The driver's prefetch targets (f32-gemm-driver.h): walking the loop nest (N blocks, K blocks, M
+// blocks, B panels), each panel's next_b_panel is the panel read next, with its kc steps, and the
+// tiles' shares of it cover its lines once, at most kc lines each.
+TEST(gemm_prefetch_targets_the_next_panel) {
+  using Cfg = ds::x86::GemmBlocking<12, 32, 384, 240, 768>;
+  constexpr int64_t kLineFloats = 16;
+  const int64_t shapes[][3] = {{49, 1280, 320}, {49, 160, 960}, {196, 96, 576}, {500, 1600, 800}, {7, 33, 5}};
+  for (const auto& sh : shapes) {
+    GemmParams p;
+    p.m = sh[0], p.n = sh[1], p.k = sh[2];
+    p.b = {nullptr, 0, 0, true};
+    struct Visit {
+      const float* panel;
+      int64_t lines;
+      ds::x86::GemmPrefetch next;
+      int64_t tiles, kc;
+    };
+    std::vector<Visit> order;
+    const float* base = reinterpret_cast<const float*>(uintptr_t(1) << 20);
+    p.b.data = base;
+    for (int64_t jc = 0; jc < p.n; jc += Cfg::kNc) {
+      const int64_t nc = std::min(Cfg::kNc, p.n - jc);
+      for (int64_t pc = 0; pc < p.k; pc += Cfg::kKc) {
+        const int64_t kc = std::min(Cfg::kKc, p.k - pc);
+        for (int64_t ic = 0; ic < p.m; ic += Cfg::kMc) {
+          const int64_t mc = std::min(Cfg::kMc, p.m - ic);
+          for (int64_t jr = 0; jr < nc; jr += Cfg::kNr)
+            order.push_back({base + ((jc + jr) / Cfg::kNr) * Cfg::kNr * p.k + pc * Cfg::kNr, kc * Cfg::kNr / kLineFloats,
+                             ds::x86::next_b_panel<Cfg>(p, jc, nc, pc, kc, ic, mc, jr), (mc + 11) / 12, kc});
+        }
+      }
+    }
+    const std::string shape = std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k);
+    for (size_t v = 0; v < order.size(); ++v) {
+      const Visit& cur = order[v];
+      if (v + 1 == order.size()) {
+        CHECK_MSG(cur.next.at == nullptr, shape + ": the last panel prefetches nothing");
+        continue;
+      }
+      CHECK_MSG(cur.next.at == order[v + 1].panel && cur.next.lines == order[v + 1].lines,
+                shape + ": panel " + std::to_string(v) + " prefetches the wrong panel");
+      int64_t covered = 0;
+      for (int64_t t = 0; t < cur.tiles; ++t) {
+        const ds::x86::GemmPrefetch s = ds::x86::prefetch_share(cur.next, t, cur.tiles, cur.kc);
+        if (!s.at) continue;
+        CHECK(s.at == cur.next.at + covered * kLineFloats);
+        CHECK(s.lines <= cur.kc);
+        covered += s.lines;
+      }
+      CHECK_MSG(covered == (cur.tiles >= 3 ? cur.next.lines : 0), shape + ": shares cover " + std::to_string(covered));
+    }
+  }
+}
+
 TEST(reference_gemm_on_known_values) {
   // A = [[1, 2], [3, 4], [5, 6]], B = [[1, 0, -1], [2, 1, 0]]: C = A.B = [[5, 2, -1], [11, 4, -3],
   // [17, 6, -5]]; + per-row bias [1, 2, 3]; + residual 0.5; relu.
@@ -412,8 +473,9 @@ TEST(gemm_threads_give_bitwise_identical_results) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
     if (!ds::isa_available(isa)) continue;
     const GemmKernels& g = *ds::kernels_for(isa).gemm;
-    // Split along N (wide), along M (N = 1), and with few tiles each way.
-    const Case cases[] = {{64, 1000, 300}, {1000, 1, 333}, {37, 70, 129}, {200, 33, 64}};
+    // Split along N (wide), along M (N = 1), and with few tiles each way; 37 and 49 rows end in a
+    // 13-row tile (AVX-512) unsplit and in a 1-row tile when the rows are split.
+    const Case cases[] = {{64, 1000, 300}, {1000, 1, 333}, {37, 70, 129}, {200, 33, 64}, {49, 20, 300}};
     for (Case c : cases) {
       c.act = 6, c.bias_kind = 1, c.residual = true, c.pack_a = true;
       Problem pr(c, rng);

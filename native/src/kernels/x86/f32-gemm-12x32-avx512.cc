@@ -47,12 +47,15 @@ struct RowsPanel {
 // masks when the tile is partial (kMaskB), so nothing past column nr is touched, and with one
 // vector (NV = 1, a 12x16 tile: half the multiply-adds) when nr <= 16. kWrap: each vector is
 // assembled from two masked loads as *rp says (columns that cross an output row).
+// R = 13 (kMr + 1, the last rows of an M block that would leave a 1-row tile): row 12 is read
+// from a_next (row 0 of the next A panel) with the same step.
 template <int R, bool kRows, int NV = 2, bool kMaskB = false, bool kWrap = false>
 inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c,
                          int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep,
-                         const RowsPanel* rp = nullptr, int64_t a_step = kMr) {
+                         const RowsPanel* rp = nullptr, int64_t a_step = kMr, x86::GemmPrefetch pf = {},
+                         const float* a_next = nullptr) {
   // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
-#pragma GCC unroll 12
+#pragma GCC unroll 13
   for (int r = 0; r < R; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs), _MM_HINT_T0);
     if (NV == 2) _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 31), _MM_HINT_T0);
@@ -60,13 +63,17 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
   const __mmask16 m0 = nr >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << nr) - 1);
   const __mmask16 m1 = nr >= 32 ? __mmask16(0xFFFF) : nr <= 16 ? __mmask16(0) : __mmask16((1u << (nr - 16)) - 1);
   __m512 acc0[R], acc1[R];
-#pragma GCC unroll 12
+#pragma GCC unroll 13
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm512_setzero_ps();
   // Up to 3 rows, 2-6 accumulator chains cannot hide the FMA latency (4 cycles, 2 pipes): odd k
   // steps go to a second set (the 1-row tile of a 49- or 169-pixel GEMM ran at a third of the
   // full tile's speed).
   constexpr bool kTwoSets = R <= 3;
   constexpr int kOdd = kTwoSets ? R : 1;
+  // With 13 rows, row 12 is summed as the 1-row tile sums it (odd k steps into the second set):
+  // a row's result must not depend on the tile that computes it (a thread split of M can leave
+  // that row alone in a 1-row tile; results are bitwise identical for any thread count).
+  constexpr bool kPlus = R > kMr;
   __m512 odd0[kOdd], odd1[kOdd];
 #pragma GCC unroll 3
   for (int r = 0; r < kOdd; ++r) odd0[r] = odd1[r] = _mm512_setzero_ps();
@@ -91,27 +98,35 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
         if (NV == 2) odd1[r] = _mm512_fmadd_ps(av, b1, odd1[r]);
       }
     } else {
-#pragma GCC unroll 12
+#pragma GCC unroll 13
       for (int r = 0; r < R; ++r) {
-        const __m512 av = _mm512_set1_ps(a[r]);
-        acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
-        if (NV == 2) acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+        const __m512 av = _mm512_set1_ps(r < kMr ? a[r] : *a_next);
+        if (kPlus && r == kMr && (q & 1)) {
+          odd0[0] = _mm512_fmadd_ps(av, b0, odd0[0]);
+          odd1[0] = _mm512_fmadd_ps(av, b1, odd1[0]);
+        } else {
+          acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+          if (NV == 2) acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+        }
       }
     }
+    if (!kRows && q < pf.lines) _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
     a += a_step;
+    if (R > kMr) a_next += a_step;
     if (!kRows) b += kNr;
   }
   if (kTwoSets) {
 #pragma GCC unroll 3
     for (int r = 0; r < R; ++r) acc0[r] = _mm512_add_ps(acc0[r], odd0[r]), acc1[r] = _mm512_add_ps(acc1[r], odd1[r]);
   }
+  if (kPlus) acc0[kMr] = _mm512_add_ps(acc0[kMr], odd0[0]), acc1[kMr] = _mm512_add_ps(acc1[kMr], odd1[0]);
   __m512 bc0 = _mm512_setzero_ps(), bc1 = _mm512_setzero_ps(), alpha = bc0, beta = bc0;
   if (ep) {
     if (ep->bias_col) bc0 = _mm512_maskz_loadu_ps(m0, ep->bias_col), bc1 = _mm512_maskz_loadu_ps(m1, ep->bias_col + 16);
     alpha = _mm512_set1_ps(ep->alpha);
     beta = _mm512_set1_ps(ep->beta);
   }
-#pragma GCC unroll 12
+#pragma GCC unroll 13
   for (int r = 0; r < R; ++r) {
     float* cr = c + r * c_rs;
     __m512 v0 = acc0[r], v1 = acc1[r];
@@ -144,8 +159,8 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
 
 template <int R>
 void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs, bool accumulate,
-             const x86::GemmTileEpilogue* ep, int64_t a_step) {
-  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step);
+             const x86::GemmTileEpilogue* ep, int64_t a_step, x86::GemmPrefetch pf) {
+  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step, pf);
 }
 
 using RowsMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
@@ -177,10 +192,16 @@ const x86::GemmMicrokernel kUkernels[kMr] = {ukernel<1>, ukernel<2>, ukernel<3>,
                                               ukernel<5>, ukernel<6>, ukernel<7>,  ukernel<8>,
                                               ukernel<9>, ukernel<10>, ukernel<11>, ukernel<12>};
 
+// 13 rows: 26 accumulators and the two B vectors (the broadcasts are memory operands of the FMAs).
+void ukernel_13(int64_t nr, int64_t kc, const float* a, const float* a_next, const float* b, float* c, int64_t c_rs,
+                bool accumulate, const x86::GemmTileEpilogue* ep, int64_t a_step, x86::GemmPrefetch pf) {
+  ukernel_core<kMr + 1, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step, pf, a_next);
+}
+
 }  // namespace
 
 void ds_f32_gemm__avx512(const GemmParams& p, float* workspace) {
-  x86::gemm_blocked<Cfg>(p, kUkernels, workspace);
+  x86::gemm_blocked<Cfg>(p, kUkernels, workspace, ukernel_13);
 }
 
 // Column panels outer, row tiles inner: a panel's B rows (a few input rows per channel) stay in

@@ -46,7 +46,7 @@ struct Cols {
 // ds_f32_gemm_ukernel_6x16__avx2 for R = 6 rows; R < 6 for the last rows of M.
 template <int R>
 void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs,
-             bool accumulate, const x86::GemmTileEpilogue* ep, int64_t a_step) {
+             bool accumulate, const x86::GemmTileEpilogue* ep, int64_t a_step, x86::GemmPrefetch pf) {
   // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
@@ -64,6 +64,7 @@ void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, i
       acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
       acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
     }
+    if (q < pf.lines) _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
     a += a_step;
     b += kNr;
   }

@@ -36,12 +36,27 @@ struct GemmTileEpilogue {
   }
 };
 
+// Lines of the next packed B panel a tile prefetches while it computes, one per k step (T0: into
+// L1 as well; T1 gained less in-model, docs/kernels.md).
+struct GemmPrefetch {
+  const float* at = nullptr;
+  int64_t lines = 0;
+};
+
 // Microkernel: C tile (mr x nr, mr <= MR, nr <= NR) = (accumulate ? C : 0) + a . b over kc steps,
 // then the epilogue when ep is not null. a: kc steps of mr floats, a_step floats apart (MR in a
-// packed panel); b: kc steps of NR floats.
+// packed panel); b: kc steps of NR floats. pf: lines to prefetch, at most kc.
 using GemmMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, float* c,
                                  int64_t c_row_stride, bool accumulate, const GemmTileEpilogue* ep,
-                                 int64_t a_step);
+                                 int64_t a_step, GemmPrefetch pf);
+
+// The same for MR + 1 rows, where the last rows of an M block would leave a 1-row tile (MobileNet
+// V2's and ResNet-18's 7x7 layers as pixels: 49 = 3 x 12 + 13): rows 0..MR-1 from a, row MR from
+// a_next (row 0 of the next A panel), both a_step floats per k step. The 1-row tile's pass over
+// the B panel cost ~7% of the layer.
+using GemmMicrokernelPlusRow = void (*)(int64_t nr, int64_t kc, const float* a, const float* a_next, const float* b,
+                                        float* c, int64_t c_row_stride, bool accumulate, const GemmTileEpilogue* ep,
+                                        int64_t a_step, GemmPrefetch pf);
 
 // Sigmoid and tanh are applied by this scalar pass after the vector epilogue stored the tile.
 inline void gemm_tile_transcendental(int64_t mr, int64_t nr, float* c, int64_t c_row_stride,
@@ -60,8 +75,41 @@ struct GemmBlocking {
   static constexpr int64_t kWorkspace = (MC * KC + 15) / 16 * 16 + NC * KC;
 };
 
+// The packed B panel the loop nest reads after the one at (jc, pc, ic, jr), as 64-byte lines: the
+// next panel of the N block, else its first panel for the next M block, at the next K block, or
+// of the next N block.
 template <class Cfg>
-void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* workspace) {
+GemmPrefetch next_b_panel(const GemmParams& p, int64_t jc, int64_t nc, int64_t pc, int64_t kc, int64_t ic,
+                          int64_t mc, int64_t jr) {
+  constexpr int NR = Cfg::kNr;
+  int64_t j = jc + jr + NR, k0 = pc, steps = kc;
+  if (jr + NR >= nc) {
+    if (ic + mc < p.m) j = jc;
+    else if (pc + kc < p.k) j = jc, k0 = pc + kc;
+    else if (jc + nc < p.n) j = jc + nc, k0 = 0;
+    else return {};
+    if (k0 != pc) steps = p.k - k0 < Cfg::kKc ? p.k - k0 : Cfg::kKc;
+  }
+  return {p.b.data + (j / NR) * NR * p.k + k0 * NR, steps * NR / 16};
+}
+
+// Tile t of the `tiles` M tiles that share a B panel prefetches its share of the next panel, so
+// that panel arrives spread over the current one's tiles instead of stalling the first tile that
+// reads it (weights that stream from L3 or memory in a whole network: few pixels per channel put
+// few tiles on each panel). Panels of one or two tiles (at most 24 rows) are left to the
+// hardware prefetcher: not measured there. A share is at most kc lines (one per k step).
+inline GemmPrefetch prefetch_share(const GemmPrefetch& next, int64_t t, int64_t tiles, int64_t kc) {
+  if (!next.at || tiles < 3) return {};
+  const int64_t per = (next.lines + tiles - 1) / tiles, first = t * per;
+  const int64_t lines = next.lines - first < per ? next.lines - first : per;
+  if (lines <= 0) return {};
+  return {next.at + first * 16, lines < kc ? lines : kc};
+}
+
+// plus_row: the level's MR + 1 row tile, or null.
+template <class Cfg>
+void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* workspace,
+                  GemmMicrokernelPlusRow plus_row = nullptr) {
   constexpr int MR = Cfg::kMr, NR = Cfg::kNr;
   const int64_t M = p.m, N = p.n, K = p.k;
   if (M <= 0 || N <= 0) return;
@@ -107,15 +155,24 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
           if (!p.b.packed && ic == 0)
             ds_f32_gemm_pack(NR, nr, kc, p.b.data + pc * p.b.row_stride + j * p.b.col_stride, p.b.col_stride,
                              p.b.row_stride, b_buf + (jr / NR) * b_panel_stride);
+          const GemmPrefetch next = p.b.packed ? next_b_panel<Cfg>(p, jc, nc, pc, kc, ic, mc, jr) : GemmPrefetch{};
+          const bool merge_last = plus_row && mc > MR && mc % MR == 1;
+          const int64_t tiles = (mc + MR - 1) / MR - (merge_last ? 1 : 0);
           for (int64_t ir = 0; ir < mc; ir += MR) {
-            const int64_t mr = mc - ir < MR ? mc - ir : MR;
+            const int64_t plus = merge_last && mc - ir == MR + 1;
+            const int64_t mr = plus ? MR + 1 : mc - ir < MR ? mc - ir : MR;
             const int64_t i = ic + ir;
             float* c = p.c + i * p.c_row_stride + j;
             GemmTileEpilogue ep;
             if (last) ep = GemmTileEpilogue::at(p, i, j);
-            ukernels[mr - 1](nr, kc, a_blk + (ir / MR) * a_panel_stride, b_panel, c, p.c_row_stride,
-                             !first, last ? &ep : nullptr, a_step);
+            const float* a = a_blk + (ir / MR) * a_panel_stride;
+            const GemmPrefetch pf = prefetch_share(next, ir / MR, tiles, kc);
+            if (plus)
+              plus_row(nr, kc, a, a + a_panel_stride, b_panel, c, p.c_row_stride, !first, last ? &ep : nullptr, a_step, pf);
+            else
+              ukernels[mr - 1](nr, kc, a, b_panel, c, p.c_row_stride, !first, last ? &ep : nullptr, a_step, pf);
             if (last && (p.act == 4 || p.act == 7)) gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);
+            if (plus) break;
           }
         }
       }
