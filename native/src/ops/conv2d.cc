@@ -36,6 +36,7 @@
 #include "common/error.h"
 #include "core/dispatch.h"
 #include "ops/op.h"
+#include "ops/parallel.h"
 #include "ops/weight_buffer.h"
 
 namespace ds {
@@ -481,16 +482,14 @@ constexpr int64_t kWinogradBlockFloats = 128 * 1024;
 
 // How the threads share the work. By block (enough panels: at least 2 per thread): each task
 // runs one block's input transform, 36 GEMMs and output transform, the blocks cut down to single
-// panels until there are about 4 tasks per thread, so that the dynamic hand-out lets the caller
-// take over the share of a worker that is late (asleep, or descheduled on a busy machine).
+// panels until there are about kPiecesPerThread tasks per thread, so that the dynamic hand-out
+// lets the caller take over the share of a worker that is late (asleep, or descheduled).
 // With fewer panels (the 13x13 and 27x27 layers have 1 and 2), each block's steps are split in
 // turn: the input transform by channels, the 36 GEMMs by tile position xi (every thread reads
 // only its own transformed filters), the output transform by output channels. Splitting O in
 // row chunks instead repeats the input transform per chunk and cuts each of the 36 GEMMs short:
 // one chunk per thread waits for the slowest (SqueezeNet 1.1 48->192 at 13x13: 2 threads 2x
 // slower than 1 with cold caches), many chunks multiply the GEMM calls.
-constexpr int64_t kWinogradTasksPerThread = 4;
-
 WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& wk, int64_t c, int64_t o,
                                    int64_t oh, int64_t ow, int threads) {
   WinogradGeometry q;
@@ -501,7 +500,7 @@ WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& 
   const int64_t cap = std::max<int64_t>(1, kWinogradBlockFloats / (kTiles * c * g.nr));
   int64_t blocks = ceil_div(panels, cap);
   q.by_tile = threads > 1 && panels < 2 * threads;
-  if (threads > 1 && !q.by_tile) blocks = std::max(blocks, std::min(panels, kWinogradTasksPerThread * threads));
+  if (threads > 1 && !q.by_tile) blocks = std::max(blocks, std::min(panels, kPiecesPerThread * threads));
   q.block_panels = ceil_div(panels, blocks);
   q.blocks = ceil_div(panels, q.block_panels);
   q.nb = q.block_panels * g.nr;
@@ -1127,7 +1126,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         for (int64_t ky = 0; ky < c.kh; ++ky)
           for (int64_t kx = 0; kx < c.kw; ++kx) offs[d++] = (ci * ph.hp + ky * c.dil_h) * ph.wq + kx * c.dil_w;
       const int64_t nw = c.oh * ph.wq, panels = ceil_div(nw, g.nr);
-      const int64_t per_task = ceil_div(panels, nth);
+      const int64_t per_task = ceil_div(panels, nth > 1 ? kPiecesPerThread * nth : 1);
       for (int64_t gi = 0; gi < c.group; ++gi) {
         GemmParams gp;
         gp.m = s->m;

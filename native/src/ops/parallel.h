@@ -8,9 +8,14 @@
 
 namespace ds {
 
-// Calls fn(begin, end) on pieces of [0, n) that cover it: one piece per thread, each a multiple of
-// `align` items long (but the last), or the whole range inline when there is one thread or fewer
-// than min_items items (the hand-off then costs more than it saves).
+// Pieces per thread: the pool hands them out dynamically, so that when a worker is late (asleep,
+// or descheduled on a busy machine) the caller runs most of the range instead of waiting for a
+// whole half of it.
+constexpr int64_t kPiecesPerThread = 4;
+
+// Calls fn(begin, end) on pieces of [0, n) that cover it: about kPiecesPerThread per thread, each
+// a multiple of `align` items long (but the last), or the whole range inline when there is one
+// thread or fewer than min_items items (the hand-off then costs more than it saves).
 template <typename Fn>
 void parallel_range(ThreadPool* pool, int64_t n, int64_t min_items, int64_t align, Fn&& fn) {
   const int threads = pool ? pool->size() : 1;
@@ -18,7 +23,8 @@ void parallel_range(ThreadPool* pool, int64_t n, int64_t min_items, int64_t alig
     fn(int64_t{0}, n);
     return;
   }
-  const int64_t per = ((n + threads - 1) / threads + align - 1) / align * align;
+  const int64_t pieces = std::min((n + align - 1) / align, kPiecesPerThread * threads);
+  const int64_t per = ((n + pieces - 1) / pieces + align - 1) / align * align;
   pool->parallel_for((n + per - 1) / per, [&](int64_t t, int) { fn(t * per, std::min(n, (t + 1) * per)); });
 }
 
