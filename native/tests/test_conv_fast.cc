@@ -267,8 +267,9 @@ TEST(conv2d_winograd_matches_reference_at_every_level) {
       {1, 33, 57, 56, 17, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, false, 6},  // many tile rows, odd C and O
       {1, 300, 8, 9, 13, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 7},    // K past kc
       {1, 16, 30, 70, 24, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 5},   // tile rows longer than the lanes
-      // Few panels per thread: the steps split by channels, tile positions and output channels
-      // (SqueezeNet 1.1's 13x13 and 27x27 shapes; C = 120 cuts 2 panels into 2 blocks).
+      // Fewer panels than threads: the steps split by channels, tile positions and output
+      // channels (SqueezeNet 1.1's 13x13 shape; 27x27 at 3 threads, C = 120 cuts its 2 panels
+      // into 2 blocks).
       {1, 48, 13, 13, 192, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
       {1, 32, 27, 27, 128, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
       {2, 120, 27, 27, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},

@@ -9,7 +9,6 @@
 #include "common/error.h"
 #include "core/thread_pool.h"
 #include "harness.h"
-#include "ops/parallel.h"
 
 TEST(each_task_runs_once) {
   for (int threads : {1, 2, 4}) {
@@ -25,33 +24,6 @@ TEST(each_task_runs_once) {
       });
       for (int64_t t = 0; t < count; ++t) CHECK(hits[size_t(t)].load() == 1);
       CHECK(bad_thread.load() == 0);
-    }
-  }
-}
-
-// parallel_range covers [0, n) exactly once with pieces that start on `align`, about
-// kPiecesPerThread per thread, or one inline piece below min_items.
-TEST(parallel_range_covers_the_range_in_aligned_pieces) {
-  for (int threads : {1, 2, 3}) {
-    ds::ThreadPool pool(threads);
-    for (int64_t n : {1, 5, 63, 64, 65, 100, 1000, 4097, 100000}) {
-      for (int64_t align : {1, 64}) {
-        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-        for (auto& h : hits) h = 0;
-        std::atomic<int> pieces{0}, misaligned{0};
-        ds::parallel_range(&pool, n, 50, align, [&](int64_t b, int64_t e) {
-          pieces.fetch_add(1);
-          if (b % align != 0 || e <= b) misaligned.fetch_add(1);
-          for (int64_t i = b; i < e; ++i) hits[size_t(i)].fetch_add(1);
-        });
-        for (int64_t i = 0; i < n; ++i) CHECK(hits[size_t(i)].load() == 1);
-        CHECK(misaligned.load() == 0);
-        const bool inline_run = threads == 1 || n < 50 || n <= align;
-        const int64_t most = inline_run ? 1 : std::min((n + align - 1) / align, ds::kPiecesPerThread * threads);
-        CHECK_MSG(pieces.load() <= most && (inline_run || pieces.load() > threads || pieces.load() == most),
-                  "n " + std::to_string(n) + " align " + std::to_string(align) + " threads " +
-                      std::to_string(threads) + ": " + std::to_string(pieces.load()) + " pieces");
-      }
     }
   }
 }

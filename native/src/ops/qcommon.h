@@ -115,7 +115,7 @@ inline void q_check_linear(const std::vector<ValueInfo>& in, const std::string& 
   }
 }
 
-// Elementwise work on [0, n) in pieces (parallel_range) from 32K elements (below that the hand-off
+// Elementwise work on [0, n) in pieces: one per thread from 32K elements (below that the hand-off
 // costs more than it saves), whole 64-element blocks each.
 template <typename Fn>
 void q_parallel_range(ThreadPool* pool, int64_t n, Fn&& fn) {
