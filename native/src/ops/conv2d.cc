@@ -125,8 +125,9 @@ constexpr int64_t kIm2colMaxColumns = 768;
 
 // How the im2col path splits one (image, group) GEMM [m x k] . [k x n] into tasks: column blocks
 // of whole nr-wide panels and row chunks of whole mr-high tiles. Threads share the columns when
-// the weight is the smaller operand (m <= n) and the rows otherwise, so the larger operand is read
-// once; a row chunk repeats the im2col of its block, which costs k*n against m*k*n.
+// the weight is the smaller operand (m <= n), about kPiecesPerThread blocks each (while there are
+// panels), and the rows otherwise, one chunk each, so the larger operand is read once; a row
+// chunk repeats the im2col of its block, which costs k*n against m*k*n.
 struct Im2colSplit {
   int64_t block_panels, blocks;
   int64_t chunk_rows, chunks;
@@ -143,7 +144,7 @@ Im2colSplit split_im2col(const GemmKernels& g, int64_t m, int64_t k, int64_t n, 
   int64_t blocks = ceil_div(panels, cap), chunks = 1;
   if (threads > 1) {
     if (m > n && m_tiles >= threads) chunks = threads;
-    else blocks = std::min(panels, ceil_div(blocks, threads) * threads);
+    else blocks = std::min(panels, std::max(blocks, kPiecesPerThread * threads));
   }
   s.block_panels = ceil_div(panels, blocks);
   s.blocks = ceil_div(panels, s.block_panels);
