@@ -491,8 +491,8 @@ constexpr int64_t kWinogradBlockFloats = 128 * 1024;
 // row chunks instead repeats the input transform per chunk and cuts each of the 36 GEMMs short:
 // one chunk per thread waits for the slowest (SqueezeNet 1.1 48->192 at 13x13: 2 threads 2x
 // slower than 1 with cold caches), many chunks multiply the GEMM calls. The three steps cost two
-// more hand-offs: at 2 panels and 2 threads (27x27) the two single-panel blocks measured faster
-// in-model (SqueezeNet 1.1 32->128: 0.091 vs 0.102 ms).
+// more hand-offs: at 2 panels and 2 threads (27x27) they measured no faster than two
+// single-panel blocks in-model (SqueezeNet 1.1 32->128: 0.102 vs 0.091 ms in one run).
 WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& wk, int64_t c, int64_t o,
                                    int64_t oh, int64_t ow, int threads) {
   WinogradGeometry q;

@@ -16,9 +16,9 @@ constexpr int64_t kPiecesPerThread = 4;
 // Calls fn(begin, end) on pieces of [0, n) that cover it: one per thread, each a multiple of
 // `align` items long (but the last), or the whole range inline when there is one thread or fewer
 // than min_items items (the hand-off then costs more than it saves). One piece per thread, not
-// kPiecesPerThread: for the memory-bound pooling planes 4 per thread measured slower in-model,
-// and slowed the 1x1 conv that reads them (SqueezeNet 1.1 at 2 threads, 30 paired rounds:
-// maxpool 64x111x111 1.09x, the next 1x1 conv 1.25x).
+// kPiecesPerThread: for the memory-bound pooling planes 4 per thread measured no gain in-model
+// (SqueezeNet 1.1 at 2 threads: maxpool 64x111x111 and the 1x1 conv after it 1.09x and 1.25x
+// slower, but an A/A comparison of one library against itself moves those nodes as much).
 template <typename Fn>
 void parallel_range(ThreadPool* pool, int64_t n, int64_t min_items, int64_t align, Fn&& fn) {
   const int threads = pool ? pool->size() : 1;
