@@ -251,8 +251,8 @@ TEST(conv2d_paths_match_reference_at_every_level) {
 }
 
 // Winograd F(4x4, 3x3) on every eligible shape (DS_CONV_WINOGRAD=1): tile edges (H, W not
-// multiples of 4, fewer than 4), odd C and O, pads 0-2, every activation, tile blocks and row
-// chunks split across threads, batch 2.
+// multiples of 4, fewer than 4), odd C and O, pads 0-2, every activation, tile blocks or each
+// block's steps split across threads, batch 2.
 TEST(conv2d_winograd_matches_reference_at_every_level) {
   setenv("DS_CONV_WINOGRAD", "1", 1);
   tiny::Rng rng(13);
@@ -263,10 +263,18 @@ TEST(conv2d_winograd_matches_reference_at_every_level) {
       {1, 2, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, 0},      // one output pixel, no pads
       {2, 5, 9, 6, 7, 3, 3, 1, 1, 1, 1, 1, {2, 0, 1, 2}, true, 3},       // asymmetric pads, batch 2
       {1, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},   // several blocks
-      {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 4},    // rows split across threads
+      {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 4},    // one panel: split by tile position
       {1, 33, 57, 56, 17, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, false, 6},  // many tile rows, odd C and O
       {1, 300, 8, 9, 13, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 7},    // K past kc
       {1, 16, 30, 70, 24, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 5},   // tile rows longer than the lanes
+      // Fewer panels than threads: the steps split by channels, tile positions and output
+      // channels (SqueezeNet 1.1's 13x13 shape; 27x27 at 3 threads, C = 120 cuts its 2 panels
+      // into 2 blocks).
+      {1, 48, 13, 13, 192, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
+      {1, 32, 27, 27, 128, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
+      {2, 120, 27, 27, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},
+      // Enough panels: blocks cut down to single panels (7 at 55x55).
+      {1, 16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
   };
   int i = 0;
   for (const Conv& p : cases) check_conv(p, rng, "winograd case " + std::to_string(i++), tol::kWinograd);
@@ -412,7 +420,9 @@ TEST(dense_matches_reference_at_every_level) {
   struct Case { int64_t batch, k, m; bool bias; int act; };
   const Case cases[] = {{1, 784, 300, true, 1}, {1, 1, 1, false, 0}, {3, 17, 33, true, 2}, {13, 500, 10, true, 4},
                         {1, 6144, 128, true, 1}, {2, 64, 1000, false, 7}, {5, 31, 31, true, 6},
-                        {4, 1024, 600, true, 1}};  // the last is large enough for the pool
+                        {4, 1024, 600, true, 1},   // large enough for the pool
+                        {1, 700, 200, true, 1},    // GEMV split: 7 panels (odd) at nr 32
+                        {2, 1280, 1000, false, 0}};
   for (const Case& c : cases) {
     const std::vector<float> x = opt::random_vec(rng, size_t(c.batch * c.k));
     const std::vector<float> w = opt::random_vec(rng, size_t(c.m * c.k));

@@ -473,11 +473,16 @@ TEST(gemm_threads_give_bitwise_identical_results) {
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
     if (!ds::isa_available(isa)) continue;
     const GemmKernels& g = *ds::kernels_for(isa).gemm;
-    // Split along N (wide), along M (N = 1), and with few tiles each way; 37 and 49 rows end in a
-    // 13-row tile (AVX-512) unsplit and in a 1-row tile when the rows are split.
-    const Case cases[] = {{64, 1000, 300}, {1000, 1, 333}, {37, 70, 129}, {200, 33, 64}, {49, 20, 300}};
+    // Split along N (wide), along M (N = 1), and with few tiles each way, A raw and packed; 37 and
+    // 49 rows end in a 13-row tile (AVX-512) unsplit and in a 1-row tile when the rows are split;
+    // then A read in place (rows adjacent, as conv2d's pixels path passes an NCHW plane) with B
+    // packed: N split into several tasks per thread.
+    Case cases[] = {{64, 1000, 300}, {1000, 1, 333}, {37, 70, 129}, {200, 33, 64}, {64, 1000, 300}, {1000, 1, 333},
+                    {37, 70, 129},   {200, 33, 64},  {49, 20, 300}, {61, 500, 70}, {13, 300, 20}};
+    for (int i = 4; i < 8; ++i) cases[i].pack_a = true;
+    for (int i = 9; i < 11; ++i) cases[i].a_trans = true, cases[i].pack_b = true;
     for (Case c : cases) {
-      c.act = 6, c.bias_kind = 1, c.residual = true, c.pack_a = true;
+      c.act = 6, c.bias_kind = 1, c.residual = true;
       Problem pr(c, rng);
       std::vector<float> out[3];
       ds::ThreadPool* pools[3] = {&pool1, &pool2, &pool3};

@@ -179,10 +179,12 @@ void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPoo
   // Several tasks per thread, handed out dynamically, so that partial tiles at the edge and a
   // thread that starts late even out (one task per thread left up to a tile's worth idle). Split
   // along M only when N has too few tiles. Each task packs all of the operand it does not split
-  // when that one is unpacked (A for an N split, B for an M split): then one task per thread.
+  // when that one is unpacked (A for an N split, B for an M split): then one task per thread. An
+  // A whose rows are adjacent floats (row_stride 1, a transposed NCHW plane) is read in place,
+  // never packed (f32-gemm-driver.h), so it splits like a packed one.
   const bool split_n = n_tiles >= 2 * threads || n_tiles >= m_tiles;
   const int64_t tiles = split_n ? n_tiles : m_tiles;
-  const bool other_packed = split_n ? p.a.packed : p.b.packed;
+  const bool other_packed = split_n ? p.a.packed || p.a.row_stride == 1 : p.b.packed;
   const int64_t want_tasks = other_packed ? 4 * int64_t(threads) : int64_t(threads);
   const int64_t per_task = std::max<int64_t>(1, (tiles + want_tasks - 1) / want_tasks);
   const int64_t tasks = (tiles + per_task - 1) / per_task;

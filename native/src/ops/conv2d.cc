@@ -36,6 +36,7 @@
 #include "common/error.h"
 #include "core/dispatch.h"
 #include "ops/op.h"
+#include "ops/parallel.h"
 #include "ops/weight_buffer.h"
 
 namespace ds {
@@ -124,8 +125,9 @@ constexpr int64_t kIm2colMaxColumns = 768;
 
 // How the im2col path splits one (image, group) GEMM [m x k] . [k x n] into tasks: column blocks
 // of whole nr-wide panels and row chunks of whole mr-high tiles. Threads share the columns when
-// the weight is the smaller operand (m <= n) and the rows otherwise, so the larger operand is read
-// once; a row chunk repeats the im2col of its block, which costs k*n against m*k*n.
+// the weight is the smaller operand (m <= n), about kPiecesPerThread blocks each (while there are
+// panels), and the rows otherwise, one chunk each, so the larger operand is read once; a row
+// chunk repeats the im2col of its block, which costs k*n against m*k*n.
 struct Im2colSplit {
   int64_t block_panels, blocks;
   int64_t chunk_rows, chunks;
@@ -142,7 +144,7 @@ Im2colSplit split_im2col(const GemmKernels& g, int64_t m, int64_t k, int64_t n, 
   int64_t blocks = ceil_div(panels, cap), chunks = 1;
   if (threads > 1) {
     if (m > n && m_tiles >= threads) chunks = threads;
-    else blocks = std::min(panels, ceil_div(blocks, threads) * threads);
+    else blocks = std::min(panels, std::max(blocks, kPiecesPerThread * threads));
   }
   s.block_panels = ceil_div(panels, blocks);
   s.blocks = ceil_div(panels, s.block_panels);
@@ -468,40 +470,50 @@ struct WinogradGeometry {
   int64_t hp, wp;             // padded plane
   int64_t pad_floats;         // the padded input, with the reading slack of the input transform
   int64_t block_panels, blocks, nb;
-  int64_t chunk_rows, chunks;
-  int64_t v_floats, m_floats;  // per thread: V of one block (36 x C x nb), M (36 x O x nb + slack)
+  bool by_tile;                // the threads split each block's 3 steps (see winograd_geometry)
+  int64_t v_floats, m_floats;  // V of one block (36 x C x nb), M (36 x O x nb + slack)
   int64_t v_xi, m_xi;          // floats from V[xi] (M[xi]) to V[xi + 1]: C * nb (O * nb) + 16
-  int64_t thread_floats;
+  int64_t thread_floats;       // per thread: the GEMM's workspace, then (by block) V and M
+  int64_t shared_floats;       // by tile position: V and M of the block, shared by the threads
 };
 
 // Floats of V (the transformed input of one block) kept near L2: the block's V and M stay in the
 // 2 MB L2 while the 36 transformed filters stream through.
 constexpr int64_t kWinogradBlockFloats = 128 * 1024;
 
+// How the threads share the work. By block (at least one panel per thread): each task runs one
+// block's input transform, 36 GEMMs and output transform, the blocks cut down to single panels
+// until there are about kPiecesPerThread tasks per thread, so that the dynamic hand-out lets the
+// caller take over the share of a worker that is late (asleep, or descheduled). With fewer
+// panels than threads (SqueezeNet 1.1's 13x13 layers have one), each block's steps are split in
+// turn: the input transform by channels, the 36 GEMMs by tile position xi (every thread reads
+// only its own transformed filters), the output transform by output channels. Splitting O in
+// row chunks instead repeats the input transform per chunk and cuts each of the 36 GEMMs short:
+// one chunk per thread waits for the slowest (SqueezeNet 1.1 48->192 at 13x13: 2 threads 2x
+// slower than 1 with cold caches), many chunks multiply the GEMM calls. The three steps cost two
+// more hand-offs: at 2 panels and 2 threads (27x27) they measured no faster than two
+// single-panel blocks in-model (SqueezeNet 1.1 32->128: 0.102 vs 0.091 ms in one run).
 WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& wk, int64_t c, int64_t o,
                                    int64_t oh, int64_t ow, int threads) {
   WinogradGeometry q;
   q.th = ceil_div(oh, 4), q.tw = ceil_div(ow, 4), q.tiles = q.th * q.tw;
   q.hp = 4 * q.th + 2, q.wp = 4 * q.tw + 2;
   q.pad_floats = round16(c * q.hp * q.wp + 4 * int64_t(wk.lanes) + 8);
-  const int64_t panels = ceil_div(q.tiles, g.nr), m_tiles = ceil_div(o, g.mr);
+  const int64_t panels = ceil_div(q.tiles, g.nr);
   const int64_t cap = std::max<int64_t>(1, kWinogradBlockFloats / (kTiles * c * g.nr));
-  int64_t blocks = ceil_div(panels, cap), chunks = 1;
-  if (threads > 1) {
-    if (panels < threads && m_tiles >= threads) chunks = threads;
-    else blocks = std::min(panels, ceil_div(blocks, threads) * threads);
-  }
+  int64_t blocks = ceil_div(panels, cap);
+  q.by_tile = threads > 1 && panels < threads;
+  if (threads > 1 && !q.by_tile) blocks = std::max(blocks, std::min(panels, kPiecesPerThread * threads));
   q.block_panels = ceil_div(panels, blocks);
   q.blocks = ceil_div(panels, q.block_panels);
   q.nb = q.block_panels * g.nr;
-  q.chunk_rows = ceil_div(m_tiles, chunks) * g.mr;
-  q.chunks = ceil_div(o, q.chunk_rows);
   // The 36 V[xi] (M[xi]) of a block sit 16 floats further apart than their size: C * nb is a
   // multiple of 4 KB, and the transforms' 36 stores (loads) per tile group would all share one L1 set.
   q.v_xi = c * q.nb + 16, q.m_xi = o * q.nb + 16;
   q.v_floats = round16(kTiles * q.v_xi);
   q.m_floats = round16(kTiles * q.m_xi + wk.lanes);
-  q.thread_floats = round16(g.workspace_floats) + q.v_floats + q.m_floats;
+  q.thread_floats = round16(g.workspace_floats) + (q.by_tile ? 0 : q.v_floats + q.m_floats);
+  q.shared_floats = q.by_tile ? q.v_floats + q.m_floats : 0;
   return q;
 }
 
@@ -686,7 +698,7 @@ int64_t image_workspace(const OpParams& p, const State* s, const std::vector<con
     }
     case Path::kWinograd: {
       const WinogradGeometry q = winograd_geometry(*s->g, *s->wk, (*in[0])[1], os[1], os[2], os[3], threads);
-      return q.pad_floats + q.thread_floats * threads;
+      return q.pad_floats + q.shared_floats + q.thread_floats * threads;
     }
   }
   return 0;
@@ -832,16 +844,12 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
              [&](int64_t task, int) {
                winograd_pad(c, q, xb, task * per_task, std::min(c.c, (task + 1) * per_task), padded);
              });
-    const int64_t macs = kTiles * c.c * c.o * q.tiles;
-    parallel(ctx.pool, q.blocks * q.chunks, work_or_inline(macs, kMinParallelMacs), [&](int64_t task, int thread) {
-      const int64_t blk = task / q.chunks, chunk = task % q.chunks;
-      float* ws = ctx.workspace + q.pad_floats + thread * q.thread_floats;
-      float* v = ws + round16(g.workspace_floats);
-      float* m = v + q.v_floats;
-      const int64_t t0 = blk * q.nb, t1 = std::min(q.tiles, t0 + q.nb), n = t1 - t0;
-      const int64_t m0 = chunk * q.chunk_rows, m1 = std::min(c.o, m0 + q.chunk_rows);
-      // V[xi] as packed B panels: tile t of the block is column t - t0.
-      for (int64_t ci = 0; ci < c.c; ++ci) {
+    // The three steps of block blk, each over a range of its work: V[xi] as packed B panels (tile
+    // t of the block is column t - t0) for channels [c0, c1); M[xi] = U[xi] . V[xi] for tile
+    // positions [x0, x1); the output transform for output channels [o0, o1).
+    auto input = [&](int64_t blk, int64_t c0, int64_t c1, float* v) {
+      const int64_t t0 = blk * q.nb, t1 = std::min(q.tiles, t0 + q.nb);
+      for (int64_t ci = c0; ci < c1; ++ci) {
         const float* pc = padded + ci * q.hp * q.wp;
         winograd_segments(q, t0, t1, wk.lanes, g.nr, [&](int64_t t, int64_t ty, int64_t tx, int64_t len) {
           const int64_t j = t - t0;
@@ -849,20 +857,25 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
                    q.v_xi);
         });
       }
-      for (int xi = 0; xi < kTiles; ++xi) {
+    };
+    auto gemms = [&](int64_t blk, int64_t x0, int64_t x1, const float* v, float* m, float* ws) {
+      for (int64_t xi = x0; xi < x1; ++xi) {
         GemmParams gp;
         gp.m = c.o;
-        gp.n = n;
+        gp.n = std::min(q.tiles - blk * q.nb, q.nb);
         gp.k = c.c;
         gp.a = {s.packed + xi * s.group_floats, 0, 0, true};
         gp.b = {v + xi * q.v_xi, 0, 0, true};
         gp.c = m + xi * q.m_xi;
         gp.c_row_stride = q.nb;
-        g.gemm(gemm_slice(gp, g.mr, g.nr, m0, m1, 0, n), ws);
+        g.gemm(gp, ws);
       }
+    };
+    auto output = [&](int64_t blk, int64_t o0, int64_t o1, const float* m) {
+      const int64_t t0 = blk * q.nb, t1 = std::min(q.tiles, t0 + q.nb);
       WinogradOutput ep;
       ep.act = c.act.kind, ep.alpha = c.act.alpha, ep.beta = c.act.beta;
-      for (int64_t oc = m0; oc < m1; ++oc) {
+      for (int64_t oc = o0; oc < o1; ++oc) {
         ep.bias = bias ? bias[oc] : 0.0f;
         winograd_segments(q, t0, t1, wk.lanes, 0, [&](int64_t t, int64_t ty, int64_t tx, int64_t len) {
           const int64_t oy = 4 * ty, ox = 4 * tx, at = oc * plane + oy * c.ow + ox;
@@ -873,7 +886,32 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
           wk.output(m + oc * q.nb + (t - t0), q.m_xi, len, ep, yb + at, c.ow);
         });
       }
-    });
+    };
+    float* thread_ws = ctx.workspace + q.pad_floats + q.shared_floats;
+    if (!q.by_tile) {
+      const int64_t macs = kTiles * c.c * c.o * q.tiles;
+      parallel(ctx.pool, q.blocks, work_or_inline(macs, kMinParallelMacs), [&](int64_t blk, int thread) {
+        float* ws = thread_ws + thread * q.thread_floats;
+        float* v = ws + round16(g.workspace_floats);
+        float* m = v + q.v_floats;
+        input(blk, 0, c.c, v);
+        gemms(blk, 0, kTiles, v, m, ws);
+        output(blk, 0, c.o, m);
+      });
+      continue;
+    }
+    float* v = ctx.workspace + q.pad_floats;
+    float* m = v + q.v_floats;
+    const int64_t per_in = std::max<int64_t>(1, c.c / (4 * threads));
+    const int64_t per_out = std::max<int64_t>(1, c.o / (4 * threads));
+    for (int64_t blk = 0; blk < q.blocks; ++blk) {
+      parallel(ctx.pool, ceil_div(c.c, per_in), work_or_inline(kTiles * c.c * q.nb, kMinParallelFloats),
+               [&](int64_t task, int) { input(blk, task * per_in, std::min(c.c, (task + 1) * per_in), v); });
+      parallel(ctx.pool, kTiles, work_or_inline(kTiles * c.c * c.o * q.nb, kMinParallelMacs),
+               [&](int64_t xi, int thread) { gemms(blk, xi, xi + 1, v, m, thread_ws + thread * q.thread_floats); });
+      parallel(ctx.pool, ceil_div(c.o, per_out), work_or_inline(kTiles * c.o * q.nb, kMinParallelFloats),
+               [&](int64_t task, int) { output(blk, task * per_out, std::min(c.o, (task + 1) * per_out), m); });
+    }
   }
 }
 
@@ -1091,7 +1129,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         for (int64_t ky = 0; ky < c.kh; ++ky)
           for (int64_t kx = 0; kx < c.kw; ++kx) offs[d++] = (ci * ph.hp + ky * c.dil_h) * ph.wq + kx * c.dil_w;
       const int64_t nw = c.oh * ph.wq, panels = ceil_div(nw, g.nr);
-      const int64_t per_task = ceil_div(panels, nth);
+      const int64_t per_task = ceil_div(panels, nth > 1 ? kPiecesPerThread * nth : 1);
       for (int64_t gi = 0; gi < c.group; ++gi) {
         GemmParams gp;
         gp.m = s->m;

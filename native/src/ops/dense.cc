@@ -15,6 +15,7 @@
 #include "core/dispatch.h"
 #include "kernels/sparse.h"
 #include "ops/op.h"
+#include "ops/parallel.h"
 #include "ops/weight_buffer.h"
 
 namespace ds {
@@ -152,10 +153,13 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     return;
   }
   if (k.gemv && gp.m <= kMaxGemvRows) {
-    // Row by row over the packed weight; threads take ranges of whole panels.
+    // Row by row over the packed weight; threads take ranges of whole panels, about
+    // kPiecesPerThread each (ops/parallel.h: a late worker leaves its share to the caller), of an
+    // even number of panels (the GEMV runs two at a time).
     const int64_t nr = s->g->nr, panels = (gp.n + nr - 1) / nr;
     const int threads = ctx.pool && macs >= kMinParallelGemvMacs ? ctx.pool->size() : 1;
-    const int64_t per_task = (panels + threads - 1) / threads;
+    const int64_t pieces = threads > 1 ? kPiecesPerThread * threads : 1;
+    const int64_t per_task = threads > 1 ? ((panels + pieces - 1) / pieces + 1) / 2 * 2 : panels;
     auto task = [&](int64_t t, int) {
       const int64_t j0 = t * per_task * nr, j1 = std::min(gp.n, j0 + per_task * nr);
       for (int64_t r = 0; r < gp.m; ++r)
