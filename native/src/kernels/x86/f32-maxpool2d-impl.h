@@ -1,13 +1,22 @@
 // Max pooling (NCHW) shared by the x86 levels, instantiated in each ISA's translation unit with its
-// vector traits V (so it is compiled with that ISA's flags). Per output row and chunk of output
-// columns, in two contiguous SIMD passes over a row buffer on the stack:
+// vector traits V (so it is compiled with that ISA's flags).
+//
+// 2x2 and 3x3 windows at stride 2 without dilation (every max pool of the zoo's CNNs but one) run
+// maxpool_s2: per band of R output rows and strip of L output columns, the vertical maxima of the
+// 2 L input columns stay in registers (each input row is loaded once per band, the row shared by
+// two windows serves both), then y = max(even lanes, odd lanes[, even lanes shifted by one]) is
+// stored directly. Input rows outside the plane are replaced by the nearest row inside (max is
+// idempotent and every window holds a row of the input); columns outside it are -inf lanes of
+// masked loads.
+//
+// Every other stride, pad, dilation and kernel size runs maxpool2d_general: per output row and
+// chunk of output columns, in two contiguous SIMD passes over a row buffer on the stack:
 //   1. vertical: vrow[j] = max over the window's rows of input column c0 + j (-inf for columns
 //      outside the row: the padding, and ceil-mode windows hanging past the end);
 //   2. horizontal: y[ox] = max over kx of vrow[ox * stride_w + kx * dil_w]: stride 1 by plain
 //      loads, stride 2 by loads of 2 vectors keeping the even lanes (a shuffle), larger strides
 //      one float at a time.
-// Every stride, pad, dilation and kernel size runs this way (a window wider than half the buffer
-// runs the scalar reference).
+// A window wider than half the buffer runs the scalar reference.
 // The result equals the reference's: max is exact and, without NaNs, independent of order.
 #pragma once
 
@@ -16,12 +25,13 @@
 #include <limits>
 
 #include "kernels/kernels.h"
+#include "kernels/unroll.h"
 
 namespace ds {
 namespace x86 {
 
 template <class V>
-void maxpool2d(const Pool2dParams& p, const float* x, float* y) {
+void maxpool2d_general(const Pool2dParams& p, const float* x, float* y) {
   using T = typename V::T;
   constexpr int L = V::kWidth;
   constexpr int64_t kBuf = 2048;
@@ -91,6 +101,94 @@ void maxpool2d(const Pool2dParams& p, const float* x, float* y) {
       }
     }
   }
+}
+
+// Vertical maxima of the R windows' rows (row[0 .. 2 R + K - 3]) over input columns c0 + [0, L)
+// into lo and c0 + [L, 2 L) into hi; lanes outside the row are -inf.
+template <class V, int K, int R>
+DS_ALWAYS_INLINE void maxpool_s2_vertical(const Pool2dParams& p, const float* const* row, int64_t c0,
+                                          typename V::T* lo, typename V::T* hi) {
+  using T = typename V::T;
+  constexpr int L = V::kWidth;
+  constexpr int kRows = 2 * R + K - 2;
+  T a[kRows], b[kRows];
+  if (c0 >= 0 && c0 + 2 * L <= p.w) {
+    unroll<kRows>([&](auto i) { a[i] = V::load(row[i] + c0), b[i] = V::load(row[i] + c0 + L); });
+  } else {  // masked lanes are never read (row + c0 may point before the row)
+    const T ninf = V::set1(-std::numeric_limits<float>::infinity());
+    const auto ma = V::lanes(-c0, p.w - c0), mb = V::lanes(-c0 - L, p.w - c0 - L);
+    unroll<kRows>([&](auto i) {
+      a[i] = V::load_or(row[i] + c0, ma, ninf), b[i] = V::load_or(row[i] + c0 + L, mb, ninf);
+    });
+  }
+  unroll<R>([&](auto r) {
+    lo[r] = V::max(a[2 * r], a[2 * r + 1]);
+    hi[r] = V::max(b[2 * r], b[2 * r + 1]);
+    if (K == 3) lo[r] = V::max(lo[r], a[2 * r + 2]), hi[r] = V::max(hi[r], b[2 * r + 2]);
+  });
+}
+
+// Output strip j (columns j L ..) of the R rows from oy0: max(even, odd lanes); with K = 3 also the
+// even lanes shifted by one, whose last lane is the first column of the next strip (next_lo).
+template <class V, int K, int R>
+DS_ALWAYS_INLINE void maxpool_s2_store(const Pool2dParams& p, float* yp, int64_t oy0, int64_t j,
+                                       const typename V::T* even, const typename V::T* odd,
+                                       const typename V::T* next_lo) {
+  constexpr int L = V::kWidth;
+  const int64_t n = std::min<int64_t>(L, p.ow - j * L);
+  unroll<R>([&](auto r) {
+    typename V::T v = V::max(even[r], odd[r]);
+    if (K == 3) v = V::max(v, V::shift_in(even[r], next_lo[r]));
+    float* dst = yp + (oy0 + r) * p.ow + j * L;
+    if (n == L) V::store(dst, v);
+    else V::store_n(dst, n, v);
+  });
+}
+
+// R output rows from oy0 of one plane, window K x K (2 or 3) at stride 2 (see the top).
+template <class V, int K, int R>
+void maxpool_s2_band(const Pool2dParams& p, const float* xp, float* yp, int64_t oy0) {
+  using T = typename V::T;
+  constexpr int L = V::kWidth;
+  const float* row[2 * R + K - 2];  // the input rows the R windows cover
+  unroll<2 * R + K - 2>([&](auto i) {
+    row[i] = xp + std::min(std::max<int64_t>(2 * oy0 - p.pad_top + i, 0), p.h - 1) * p.w;
+  });
+  const int64_t strips = (p.ow + L - 1) / L;
+  T lo[R], hi[R], even[R], odd[R];
+  maxpool_s2_vertical<V, K, R>(p, row, -p.pad_left, lo, hi);
+  for (int64_t j = 0;; ++j) {  // lo, hi: strip j
+    unroll<R>([&](auto r) { even[r] = V::even(lo[r], hi[r]), odd[r] = V::odd(lo[r], hi[r]); });
+    const bool last = j + 1 == strips;
+    const int64_t c1 = 2 * (j + 1) * L - p.pad_left;  // strip j + 1's first input column
+    if (!last || (K == 3 && c1 < p.w)) {
+      maxpool_s2_vertical<V, K, R>(p, row, c1, lo, hi);
+    } else {  // past the row
+      unroll<R>([&](auto r) { lo[r] = V::set1(-std::numeric_limits<float>::infinity()); });
+    }
+    maxpool_s2_store<V, K, R>(p, yp, oy0, j, even, odd, lo);
+    if (last) break;
+  }
+}
+
+template <class V, int K>
+void maxpool_s2(const Pool2dParams& p, const float* x, float* y) {
+  constexpr int R = V::kPoolRows;
+  for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
+    const float* xp = x + plane * p.h * p.w;
+    float* yp = y + plane * p.oh * p.ow;
+    int64_t oy = 0;
+    for (; oy + R <= p.oh; oy += R) maxpool_s2_band<V, K, R>(p, xp, yp, oy);
+    for (; oy < p.oh; ++oy) maxpool_s2_band<V, K, 1>(p, xp, yp, oy);
+  }
+}
+
+template <class V>
+void maxpool2d(const Pool2dParams& p, const float* x, float* y) {
+  const bool s2 = p.stride_h == 2 && p.stride_w == 2 && p.dil_h == 1 && p.dil_w == 1 && p.kh == p.kw;
+  if (s2 && p.kh == 3) return maxpool_s2<V, 3>(p, x, y);
+  if (s2 && p.kh == 2) return maxpool_s2<V, 2>(p, x, y);
+  maxpool2d_general<V>(p, x, y);
 }
 
 }  // namespace x86
