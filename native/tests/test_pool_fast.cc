@@ -119,6 +119,8 @@ TEST(maxpool2d_stride2_matches_reference) {
     check(p, rng, "s2 asymmetric pads " + std::to_string(r), &ran);
   }
   check(make(1, 3, 112, 112, 3, 2, 1, 1, false), rng, "resnet18 stem", &ran);
+  // 1500 output columns: the stride-2 path at AVX-512 (up to 128 strips), the general one at AVX2.
+  check(make(1, 1, 7, 3001, 3, 2, 1, 1, true), rng, "long row 3x3 s2", &ran);
   check(make(1, 3, 111, 111, 3, 2, 0, 1, true), rng, "squeezenet pool1", &ran);
   if (ran == 0) SKIP("no SIMD level on this machine");
 }

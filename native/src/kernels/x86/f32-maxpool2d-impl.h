@@ -103,22 +103,44 @@ void maxpool2d_general(const Pool2dParams& p, const float* x, float* y) {
   }
 }
 
-// Vertical maxima of the R windows' rows (row[0 .. 2 R + K - 3]) over input columns c0 + [0, L)
-// into lo and c0 + [L, 2 L) into hi; lanes outside the row are -inf.
+// The strips of L output columns of a row and, per strip, the lanes of its two input column vectors
+// (c0 + [0, L), c0 + [L, 2 L)) inside the row; one more strip past the last (its first column is
+// the last window's third with K = 3). The same for every row and plane, so built once per call.
+template <class V>
+struct MaxpoolS2Strips {
+  static constexpr int64_t kMax = 128;  // wider rows run maxpool2d_general
+  using Lanes = decltype(V::lanes(0, 0));
+  int64_t count;
+  bool inside[kMax + 1];  // both vectors inside the row: plain loads
+  Lanes lo[kMax + 1], hi[kMax + 1];
+
+  explicit MaxpoolS2Strips(const Pool2dParams& p) : count((p.ow + V::kWidth - 1) / V::kWidth) {
+    constexpr int L = V::kWidth;
+    for (int64_t j = 0; j <= std::min(count, kMax); ++j) {
+      const int64_t c0 = 2 * j * L - p.pad_left;
+      inside[j] = c0 >= 0 && c0 + 2 * L <= p.w;
+      lo[j] = V::lanes(-c0, p.w - c0), hi[j] = V::lanes(-c0 - L, p.w - c0 - L);
+    }
+  }
+};
+
+// Vertical maxima of the R windows' rows (row[0 .. 2 R + K - 3]) over strip j's input columns
+// c0 + [0, L) into lo and c0 + [L, 2 L) into hi; lanes outside the row are -inf.
 template <class V, int K, int R>
-DS_ALWAYS_INLINE void maxpool_s2_vertical(const Pool2dParams& p, const float* const* row, int64_t c0,
-                                          typename V::T* lo, typename V::T* hi) {
+DS_ALWAYS_INLINE void maxpool_s2_vertical(const Pool2dParams& p, const MaxpoolS2Strips<V>& strips,
+                                          const float* const* row, int64_t j, typename V::T* lo,
+                                          typename V::T* hi) {
   using T = typename V::T;
   constexpr int L = V::kWidth;
   constexpr int kRows = 2 * R + K - 2;
+  const int64_t c0 = 2 * j * L - p.pad_left;
   T a[kRows], b[kRows];
-  if (c0 >= 0 && c0 + 2 * L <= p.w) {
+  if (strips.inside[j]) {
     unroll<kRows>([&](auto i) { a[i] = V::load(row[i] + c0), b[i] = V::load(row[i] + c0 + L); });
   } else {  // masked lanes are never read (row + c0 may point before the row)
     const T ninf = V::set1(-std::numeric_limits<float>::infinity());
-    const auto ma = V::lanes(-c0, p.w - c0), mb = V::lanes(-c0 - L, p.w - c0 - L);
     unroll<kRows>([&](auto i) {
-      a[i] = V::load_or(row[i] + c0, ma, ninf), b[i] = V::load_or(row[i] + c0 + L, mb, ninf);
+      a[i] = V::load_or(row[i] + c0, strips.lo[j], ninf), b[i] = V::load_or(row[i] + c0 + L, strips.hi[j], ninf);
     });
   }
   unroll<R>([&](auto r) {
@@ -128,45 +150,47 @@ DS_ALWAYS_INLINE void maxpool_s2_vertical(const Pool2dParams& p, const float* co
   });
 }
 
-// Output strip j (columns j L ..) of the R rows from oy0: max(even, odd lanes); with K = 3 also the
+// Output strip j (columns j L ..) of the R rows from y: max(even, odd lanes); with K = 3 also the
 // even lanes shifted by one, whose last lane is the first column of the next strip (next_lo).
 template <class V, int K, int R>
-DS_ALWAYS_INLINE void maxpool_s2_store(const Pool2dParams& p, float* yp, int64_t oy0, int64_t j,
-                                       const typename V::T* even, const typename V::T* odd,
-                                       const typename V::T* next_lo) {
+DS_ALWAYS_INLINE void maxpool_s2_store(const Pool2dParams& p, float* y, int64_t j, const typename V::T* even,
+                                       const typename V::T* odd, const typename V::T* next_lo) {
   constexpr int L = V::kWidth;
   const int64_t n = std::min<int64_t>(L, p.ow - j * L);
   unroll<R>([&](auto r) {
     typename V::T v = V::max(even[r], odd[r]);
     if (K == 3) v = V::max(v, V::shift_in(even[r], next_lo[r]));
-    float* dst = yp + (oy0 + r) * p.ow + j * L;
+    float* dst = y + r * p.ow + j * L;
     if (n == L) V::store(dst, v);
     else V::store_n(dst, n, v);
   });
 }
 
-// R output rows from oy0 of one plane, window K x K (2 or 3) at stride 2 (see the top).
+// R output rows from oy0 of the plane xp -> yp, window K x K (2 or 3) at stride 2 (see the top).
 template <class V, int K, int R>
-void maxpool_s2_band(const Pool2dParams& p, const float* xp, float* yp, int64_t oy0) {
+void maxpool_s2_band(const Pool2dParams& p, const MaxpoolS2Strips<V>& strips, const float* xp, float* yp,
+                     int64_t oy0) {
   using T = typename V::T;
-  constexpr int L = V::kWidth;
-  const float* row[2 * R + K - 2];  // the input rows the R windows cover
-  unroll<2 * R + K - 2>([&](auto i) {
-    row[i] = xp + std::min(std::max<int64_t>(2 * oy0 - p.pad_top + i, 0), p.h - 1) * p.w;
-  });
-  const int64_t strips = (p.ow + L - 1) / L;
+  constexpr int kRows = 2 * R + K - 2;  // the input rows the R windows cover
+  const int64_t iy0 = 2 * oy0 - p.pad_top;
+  const float* row[kRows];
+  if (iy0 >= 0 && iy0 + kRows <= p.h) {
+    unroll<kRows>([&](auto i) { row[i] = xp + (iy0 + i) * p.w; });
+  } else {
+    unroll<kRows>([&](auto i) { row[i] = xp + std::min(std::max<int64_t>(iy0 + i, 0), p.h - 1) * p.w; });
+  }
+  float* y = yp + oy0 * p.ow;
   T lo[R], hi[R], even[R], odd[R];
-  maxpool_s2_vertical<V, K, R>(p, row, -p.pad_left, lo, hi);
+  maxpool_s2_vertical<V, K, R>(p, strips, row, 0, lo, hi);
   for (int64_t j = 0;; ++j) {  // lo, hi: strip j
     unroll<R>([&](auto r) { even[r] = V::even(lo[r], hi[r]), odd[r] = V::odd(lo[r], hi[r]); });
-    const bool last = j + 1 == strips;
-    const int64_t c1 = 2 * (j + 1) * L - p.pad_left;  // strip j + 1's first input column
-    if (!last || (K == 3 && c1 < p.w)) {
-      maxpool_s2_vertical<V, K, R>(p, row, c1, lo, hi);
+    const bool last = j + 1 == strips.count;
+    if (!last || (K == 3 && 2 * (j + 1) * V::kWidth - p.pad_left < p.w)) {
+      maxpool_s2_vertical<V, K, R>(p, strips, row, j + 1, lo, hi);
     } else {  // past the row
       unroll<R>([&](auto r) { lo[r] = V::set1(-std::numeric_limits<float>::infinity()); });
     }
-    maxpool_s2_store<V, K, R>(p, yp, oy0, j, even, odd, lo);
+    maxpool_s2_store<V, K, R>(p, y, j, even, odd, lo);
     if (last) break;
   }
 }
@@ -174,20 +198,23 @@ void maxpool_s2_band(const Pool2dParams& p, const float* xp, float* yp, int64_t 
 template <class V, int K>
 void maxpool_s2(const Pool2dParams& p, const float* x, float* y) {
   constexpr int R = V::kPoolRows;
+  const MaxpoolS2Strips<V> strips(p);
   for (int64_t plane = 0; plane < p.n * p.c; ++plane) {
     const float* xp = x + plane * p.h * p.w;
     float* yp = y + plane * p.oh * p.ow;
     int64_t oy = 0;
-    for (; oy + R <= p.oh; oy += R) maxpool_s2_band<V, K, R>(p, xp, yp, oy);
-    for (; oy < p.oh; ++oy) maxpool_s2_band<V, K, 1>(p, xp, yp, oy);
+    for (; oy + R <= p.oh; oy += R) maxpool_s2_band<V, K, R>(p, strips, xp, yp, oy);
+    if (R > 2 && oy + 2 <= p.oh) maxpool_s2_band<V, K, 2>(p, strips, xp, yp, oy), oy += 2;
+    if (oy < p.oh) maxpool_s2_band<V, K, 1>(p, strips, xp, yp, oy);
   }
 }
 
 template <class V>
 void maxpool2d(const Pool2dParams& p, const float* x, float* y) {
   const bool s2 = p.stride_h == 2 && p.stride_w == 2 && p.dil_h == 1 && p.dil_w == 1 && p.kh == p.kw;
-  if (s2 && p.kh == 3) return maxpool_s2<V, 3>(p, x, y);
-  if (s2 && p.kh == 2) return maxpool_s2<V, 2>(p, x, y);
+  const bool fits = p.ow <= MaxpoolS2Strips<V>::kMax * V::kWidth;
+  if (s2 && fits && p.kh == 3) return maxpool_s2<V, 3>(p, x, y);
+  if (s2 && fits && p.kh == 2) return maxpool_s2<V, 2>(p, x, y);
   maxpool2d_general<V>(p, x, y);
 }
 
