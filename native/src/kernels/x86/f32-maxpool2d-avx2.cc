@@ -38,6 +38,15 @@ struct V256 {
     const __m256 t = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
   }
+  template <int t>
+  static T third(T a, T b, T c) {  // lanes t, t + 3, ..., t + 21 of a:b:c
+    const __m256i idx = _mm256_add_epi32(_mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21), _mm256_set1_epi32(t));
+    const T from_a = _mm256_permutevar8x32_ps(a, idx), from_b = _mm256_permutevar8x32_ps(b, idx),
+            from_c = _mm256_permutevar8x32_ps(c, idx);  // each by the index mod 8
+    // The lanes i with 3 i + t in [8, 16) from b, past 16 from c.
+    constexpr int kB = t == 0 ? 0x38 : t == 1 ? 0x18 : 0x1c, kC = t == 0 ? 0xc0 : 0xe0;
+    return _mm256_blend_ps(_mm256_blend_ps(from_a, from_b, kB), from_c, kC);
+  }
   static T shift_in(T a, T b) {  // lanes 1..7 of a, then lane 0 of b
     const T a1 = _mm256_permutevar8x32_ps(a, _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7));
     return _mm256_blend_ps(a1, _mm256_broadcastss_ps(_mm256_castps256_ps128(b)), 0x80);

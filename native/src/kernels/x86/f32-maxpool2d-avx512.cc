@@ -37,6 +37,13 @@ struct V512 {
     const __m512i idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     return _mm512_permutex2var_ps(lo, idx, hi);
   }
+  template <int t>
+  static T third(T a, T b, T c) {  // lanes t, t + 3, ..., t + 45 of a:b:c
+    const __m512i idx = _mm512_add_epi32(_mm512_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45),
+                                         _mm512_set1_epi32(t));
+    const __mmask16 from_c = t == 2 ? 0xfc00 : 0xf800;  // lanes whose index is 32 or more
+    return _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(a, idx, b), from_c, idx, c);
+  }
   static T shift_in(T a, T b) {  // lanes 1..15 of a, then lane 0 of b
     return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(b), _mm512_castps_si512(a), 1));
   }
