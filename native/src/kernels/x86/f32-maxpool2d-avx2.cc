@@ -1,5 +1,6 @@
-// AVX2 max pooling: the shared two-pass kernel (f32-maxpool2d-impl.h) with 8-lane vectors; stride 2
-// keeps the even or odd lanes of 16 by shufps + vpermpd. Compiled with -mavx2 -mfma.
+// AVX2 max pooling: the shared kernels (f32-maxpool2d-impl.h) with 8-lane vectors; stride 2 keeps
+// the even or odd lanes of 16 by shufps + vpermpd, stride 3 every third lane of 24 by 3 vpermps +
+// 2 blends; -inf edges by vmaskmovps + blend. Compiled with -mavx2 -mfma.
 #include <immintrin.h>
 
 #include "kernels/x86/f32-maxpool2d-impl.h"

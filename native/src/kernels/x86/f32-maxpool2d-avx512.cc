@@ -1,5 +1,6 @@
-// AVX-512 max pooling: the shared two-pass kernel (f32-maxpool2d-impl.h) with 16-lane vectors;
-// stride 2 keeps the even or odd lanes of 32 by vpermt2ps. Compiled with the AVX-512 flags.
+// AVX-512 max pooling: the shared kernels (f32-maxpool2d-impl.h) with 16-lane vectors; stride 2
+// keeps the even or odd lanes of 32 by vpermt2ps, stride 3 every third lane of 48 by vpermt2ps +
+// masked vpermps; -inf edges by masked loads. Compiled with the AVX-512 flags.
 #include <immintrin.h>
 
 #if defined(__GNUC__) && !defined(__clang__)
