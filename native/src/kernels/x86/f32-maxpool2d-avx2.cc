@@ -11,7 +11,7 @@ namespace {
 struct V256 {
   using T = __m256;
   static constexpr int kWidth = 8;
-  static constexpr int kPoolRows = 2;  // output rows per band of maxpool_s2 (16 ymm registers)
+  static constexpr int kPoolRows = 2;  // output rows per band of maxpool_strided (16 ymm registers)
   static __m256i mask(int64_t n) {  // lanes [0, n) set
     static const int32_t kOnes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kOnes + 8 - n));

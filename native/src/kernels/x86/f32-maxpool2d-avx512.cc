@@ -17,7 +17,7 @@ namespace {
 struct V512 {
   using T = __m512;
   static constexpr int kWidth = 16;
-  static constexpr int kPoolRows = 4;  // output rows per band of maxpool_s2
+  static constexpr int kPoolRows = 4;  // output rows per band of maxpool_strided
   static __mmask16 mask(int64_t n) { return __mmask16((1u << n) - 1); }
   static T load(const float* p) { return _mm512_loadu_ps(p); }
   static __mmask16 lanes(int64_t begin, int64_t end) {  // lanes [begin, end) of [0, 16)

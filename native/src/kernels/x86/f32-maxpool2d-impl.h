@@ -221,7 +221,7 @@ void maxpool_strided(const Pool2dParams& p, const float* x, float* y) {
     float* yp = y + plane * p.oh * p.ow;
     int64_t oy = 0;
     for (; oy + R <= p.oh; oy += R) maxpool_band<V, S, K, R>(p, strips, xp, yp, oy);
-    if (R > 2 && oy + 2 <= p.oh) maxpool_band<V, S, K, 2>(p, strips, xp, yp, oy), oy += 2;
+    for (; oy + 2 <= p.oh; oy += 2) maxpool_band<V, S, K, 2>(p, strips, xp, yp, oy);
     if (oy < p.oh) maxpool_band<V, S, K, 1>(p, strips, xp, yp, oy);
   }
 }
