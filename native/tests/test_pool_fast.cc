@@ -1,8 +1,12 @@
 // The SIMD max pooling kernels against the scalar reference, bit for bit (max is exact), at every
-// level this machine runs: strides 1 and 2 (vector paths) and others (the fallback), widths around
-// the vector (7, 8, 9, 15, 16, 17, 33), pads, ceil-mode windows hanging past the end, dilation.
+// level this machine runs: the 2x2 s2 / 3x3 s2 / 3x3 s3 path (every width 1..110, so strips below,
+// at and above one vector and the column one past a full strip; heights through the bands of 4
+// and 2 output rows and their remainders; every pad, asymmetric pads, ceil mode), the general path
+// (strides 1 and 2 with dilation or other windows, strides 3-5, long rows), widths around the
+// vector (7, 8, 9, 15, 16, 17, 33).
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -21,7 +25,7 @@ int64_t out_size(int64_t in, int64_t pb, int64_t pe, int64_t k, int64_t s, int64
 
 void check(const ds::Pool2dParams& p, tiny::Rng& rng, const std::string& what, int* ran) {
   std::vector<float> x(size_t(p.n * p.c * p.h * p.w));
-  for (float& v : x) v = rng.uniform(-1, 1);
+  for (float& v : x) v = rng.uniform(-1, 1) - (rng.below(8) == 0 ? 100.0f : 0.0f);  // all negative in places
   std::vector<float> want(size_t(p.n * p.c * p.oh * p.ow)), got(want.size() + 1, 7.0f);
   ds::ds_f32_maxpool2d__scalar(p, x.data(), want.data());
   // Through the dispatch tables, so this builds on every architecture (levels it lacks are skipped).
@@ -87,5 +91,41 @@ TEST(maxpool2d_simd_matches_reference) {
   wide.kw = 1100;
   wide.ow = out_size(wide.w, 0, 0, wide.kw, 7, 1, false);
   check(wide, rng, "window wider than the buffer", &ran);
+  if (ran == 0) SKIP("no SIMD level on this machine");
+}
+
+TEST(maxpool2d_strided_matches_reference) {
+  tiny::Rng rng(11);
+  int ran = 0;
+  for (auto [k, s] : {std::pair<int64_t, int64_t>{2, 2}, {3, 2}, {3, 3}})
+    for (int64_t w = 1; w <= 110; ++w)
+      for (int64_t pad = 0; pad < k; ++pad)
+        for (bool ceil : {false, true}) {
+          if (w + 2 * pad < k) continue;
+          const int64_t h = k + rng.below(unsigned(7 * s));  // 1 .. 8 output rows: bands of 4, 2, 1
+          const ds::Pool2dParams p = make(1, 1 + rng.below(3), h, w, k, s, pad, 1, ceil);
+          if (p.oh < 1 || p.ow < 1) continue;
+          check(p, rng, "s" + std::to_string(s) + " k" + std::to_string(k) + " w" + std::to_string(w) + " h" +
+                            std::to_string(h) + " pad" + std::to_string(pad) + (ceil ? " ceil" : ""), &ran);
+        }
+  // Asymmetric pads (as an ONNX model may give them): top/left and bottom/right differ.
+  for (int r = 0; r < 90; ++r) {
+    const int64_t k = 2 + rng.below(2), s = k == 3 ? 2 + rng.below(2) : 2;
+    const int64_t w = k + rng.below(100), h = k + rng.below(20);
+    ds::Pool2dParams p = make(1, 1 + rng.below(2), h, w, k, s, 0, 1, false);
+    p.pad_top = rng.below(unsigned(k)), p.pad_left = rng.below(unsigned(k));
+    p.pad_bottom = rng.below(unsigned(k)), p.pad_right = rng.below(unsigned(k));
+    p.oh = out_size(h, p.pad_top, p.pad_bottom, k, s, 1, rng.below(2) == 1);
+    p.ow = out_size(w, p.pad_left, p.pad_right, k, s, 1, rng.below(2) == 1);
+    if (p.oh < 1 || p.ow < 1) continue;
+    check(p, rng, "asymmetric pads " + std::to_string(r), &ran);
+  }
+  check(make(1, 3, 112, 112, 3, 2, 1, 1, false), rng, "resnet18 stem", &ran);
+  check(make(1, 3, 36, 36, 3, 3, 0, 1, false), rng, "facenet1m pool2", &ran);
+  // 1500 and 1000 output columns: the strided path at AVX-512 (up to 128 strips), the general one
+  // at AVX2.
+  check(make(1, 1, 7, 3001, 3, 2, 1, 1, true), rng, "long row 3x3 s2", &ran);
+  check(make(1, 1, 7, 3001, 3, 3, 0, 1, true), rng, "long row 3x3 s3", &ran);
+  check(make(1, 3, 111, 111, 3, 2, 0, 1, true), rng, "squeezenet pool1", &ran);
   if (ran == 0) SKIP("no SIMD level on this machine");
 }

@@ -220,7 +220,8 @@ void ds_f32_conv_transpose2d__scalar(const ConvTranspose2dParams& p, const float
 void ds_f32_dense__scalar(const DenseParams& p, const float* x, const float* w, const float* bias,
                           float* y);
 void ds_f32_maxpool2d__scalar(const Pool2dParams& p, const float* x, float* y);
-// Per-ISA (src/kernels/x86): strides 1 and 2 vectorised, anything else through the scalar kernel.
+// Per-ISA (src/kernels/x86/f32-maxpool2d-impl.h): 2x2 s2, 3x3 s2 and 3x3 s3 by bands of output rows
+// in registers, every other shape by a two-pass row-buffer kernel.
 void ds_f32_maxpool2d__avx2(const Pool2dParams& p, const float* x, float* y);
 void ds_f32_maxpool2d__avx512(const Pool2dParams& p, const float* x, float* y);
 void ds_f32_avgpool2d__scalar(const Pool2dParams& p, const float* x, float* y);
