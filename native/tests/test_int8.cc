@@ -738,6 +738,28 @@ TEST(qs8_gemm_matches_the_formula_at_tile_edges) {
                                                             " n=" + std::to_string(n) + " k=" + std::to_string(k));
             return;
           }
+          if (!g.grid_out) continue;
+          // The same columns as positions of a grid (QGemmParams::grid_w): the output columns land
+          // packed, out_w to a grid row, and nothing else is written.
+          const int64_t grid_w = 1 + int64_t(rng.uniform(0, 40)), out_w = 1 + int64_t(rng.uniform(0, float(grid_w)));
+          const int64_t grid0 = int64_t(rng.uniform(0, float(2 * grid_w)));
+          auto out_col = [&](int64_t grid) { return grid - grid / grid_w * (grid_w - out_w); };
+          const int64_t stride = out_col(grid0 + n) + 1;
+          std::vector<uint8_t> yg(size_t(m * stride), 0xAB), want_g = yg;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              if ((grid0 + j) % grid_w < out_w)
+                want_g[size_t(i * stride + out_col(grid0 + j))] = want[size_t(i * (n + 1) + j)];
+          p.y = yg.data(), p.y_row_stride = stride;
+          p.grid_w = grid_w, p.out_w = out_w, p.grid0 = grid0;
+          g.gemm(p);
+          if (yg != want_g) {
+            harness::record_failure(__FILE__, __LINE__, std::string(lv.name) + " grid gemm differs at m=" + std::to_string(m) +
+                                                            " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                                                            " grid_w=" + std::to_string(grid_w) + " out_w=" +
+                                                            std::to_string(out_w) + " grid0=" + std::to_string(grid0));
+            return;
+          }
         }
   }
 }
