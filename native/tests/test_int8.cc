@@ -1204,3 +1204,26 @@ TEST(u8_gather_row_matches_a_plain_loop) {
       }
   }
 }
+
+TEST(u8_interleave4_matches_a_plain_loop) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(17);
+  for (const Level& lv : levels) {
+    if (!lv.k->gemm->interleave4) continue;
+    for (int64_t stride = 1; stride <= 3; ++stride)
+      for (int64_t n : {1, 2, 15, 16, 17, 31, 33, 58, 63, 64, 65, 100, 128, 130}) {
+        // Each source row ends right after its last read byte.
+        std::vector<std::vector<uint8_t>> rows(4, std::vector<uint8_t>(size_t((n - 1) * stride + 1)));
+        for (auto& row : rows)
+          for (auto& v : row) v = uint8_t(rng.uniform(0, 255));
+        const uint8_t* const src[4] = {rows[0].data(), rows[1].data(), rows[2].data(), rows[3].data()};
+        std::vector<uint8_t> want(size_t(4 * n) + 8, 0xCD), got(want);
+        for (int64_t j = 0; j < n; ++j)
+          for (int r = 0; r < 4; ++r) want[size_t(4 * j + r)] = src[r][j * stride];
+        lv.k->gemm->interleave4(n, src, stride, got.data());
+        CHECK_MSG(got == want, std::string(lv.name) + " interleave4 differs at n=" + std::to_string(n) +
+                                   " stride=" + std::to_string(stride));
+      }
+  }
+}
