@@ -348,10 +348,11 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
       });
     }
     if (s.transposed) {  // group 1
-      const int64_t panels = (c.o + 31) / 32;
-      parallel(pool, panels, [&](int64_t t, int) {
+      // Each thread a run of whole panels of 32 channels (gemm_t prefetches a panel's successor).
+      const int64_t panels = (c.o + 31) / 32, per = (panels + threads - 1) / threads;
+      parallel(pool, (panels + per - 1) / per, [&](int64_t t, int) {
         QGemmTParams gp;
-        gp.m0 = t * 32, gp.m1 = std::min(c.o, gp.m0 + 32), gp.n = pixels, gp.k = k;
+        gp.m0 = t * per * 32, gp.m1 = std::min(c.o, gp.m0 + per * 32), gp.n = pixels, gp.k = k;
         gp.w = s.packed_wt.data();
         gp.x = padded;
         gp.x_offsets = s.x_offsets.data();
