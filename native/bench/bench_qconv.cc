@@ -10,7 +10,13 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/dispatch.h"
 #include "kernels/qu8.h"
+#include "ops/op.h"
+
+namespace ds {
+extern const OpDef kQConv2dOp;
+}
 
 namespace {
 
@@ -102,6 +108,107 @@ void bench_gemm(const ds::QGemmKernels& g, int64_t m, int64_t k, int64_t n) {
               double(m * k * n) / (gemm * 1e9));
 }
 
+
+// A 3x3 stride-1 pad-1 convolution c -> m on an h x h plane as the session runs it with
+// interleave4: the GEMM reads the padded plane's channel quads in place (x_offsets), over the
+// grid of (h - 1) * (h + 2) + h pixels, in blocks of `chunk` pixels; gemm_t for small planes.
+void bench_implicit(const ds::QGemmKernels& g, int64_t c, int64_t m, int64_t h) {
+  const int64_t wq = h + 2, plane = wq * wq, k = c * 9, grid = (h - 1) * wq + h;
+  const auto x = random_bytes(size_t(c * plane + 4 * (wq + 64) + 256), 5);
+  const auto w = random_bytes(size_t(m * k), 6);
+  const Channels ch(m);
+  std::vector<int64_t> offsets;
+  for (int64_t q = 0; q < c / 4; ++q)
+    for (int64_t ky = 0; ky < 3; ++ky)
+      for (int64_t kx = 0; kx < 3; ++kx) offsets.push_back((q * plane + ky * wq + kx) * 4);
+  std::vector<uint8_t> pw(size_t(g.packed_w_bytes(m, k))), y(size_t(m * grid));
+  g.pack_w(m, k, reinterpret_cast<const int8_t*>(w.data()), pw.data());
+  const int64_t chunk = std::max<int64_t>(g.nr, (384 * 1024 / k) / g.nr * g.nr);
+  const double gemm = time_per_call([&] {
+    for (int64_t p0 = 0; p0 < grid; p0 += chunk) {
+      ds::QGemmParams p;
+      p.m = m, p.n = std::min(chunk, grid - p0), p.k = k, p.w = pw.data(), p.x = x.data() + 4 * p0;
+      p.x_offsets = offsets.data(), p.y = y.data() + m * p0, p.y_row_stride = p.n;
+      p.ch = ch.params();
+      g.gemm(p);
+    }
+  });
+  const double macs = double(m * k * h * h);
+  std::printf("implicit 3x3 %4lld -> %-4lld %3lldx%-3lld  gemm %7.1f us  %5.1f MAC/ns", (long long)c, (long long)m,
+              (long long)h, (long long)h, gemm * 1e6, macs / (gemm * 1e9));
+  if (g.gemm_t && h * h <= 196) {
+    std::vector<uint8_t> pwt(size_t(g.packed_wt_bytes(m, k)));
+    g.pack_wt(m, k, reinterpret_cast<const int8_t*>(w.data()), pwt.data());
+    std::vector<int32_t> pix;
+    for (int64_t t = 0; t < h * h; ++t) pix.push_back(int32_t(t / h * wq + t % h));
+    const double t = time_per_call([&] {
+      ds::QGemmTParams p;
+      p.m0 = 0, p.m1 = m, p.n = h * h, p.k = k, p.w = pwt.data(), p.x = x.data(), p.x_offsets = offsets.data();
+      p.pix = pix.data(), p.y = y.data(), p.y_row_stride = h * h, p.ch = ch.params();
+      g.gemm_t(p);
+    });
+    std::printf("  gemm_t %7.1f us  %5.1f MAC/ns", t * 1e6, macs / (t * 1e9));
+  }
+  std::printf("\n");
+}
+
+// The prepared qconv2d op (c -> o, k x k, stride, pad, one thread) as the session runs it: phase
+// planes, GEMM and the copy to the output included. Microseconds per call, warm and cold (caches flushed before each call by writing 64 MB, the median of 30).
+void bench_op(int64_t c, int64_t h, int64_t o, int64_t kk, int64_t stride, int64_t pad) {
+  const ds::KernelTable& kt = ds::select_kernels();
+  ds::OpParams p;
+  p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = pad;
+  p.strides[0] = p.strides[1] = stride;
+  p.zp = 3, p.y_zp = 5;
+  const int64_t oh = (h + 2 * pad - kk) / stride + 1;
+  const ds::Shape xs = {1, c, h, h}, ws = {o, c, kk, kk}, cs = {o}, os = {1, o, oh, oh};
+  const auto x = random_bytes(size_t(c * h * h), 7);
+  auto w = random_bytes(size_t(o * c * kk * kk), 8);
+  for (auto& v : w) v = uint8_t(int8_t(v) / 2);  // |w| <= 64: the folded bias stays in range
+  const Channels ch(o);
+  const std::vector<ds::ValueInfo> info = {{ds::kDtypeU8, &xs, nullptr},
+                                           {ds::kDtypeI8, &ws, w.data()},
+                                           {ds::kDtypeI32, &cs, ch.bias.data()},
+                                           {ds::kDtypeI32, &cs, ch.mult.data()},
+                                           {ds::kDtypeI32, &cs, ch.shift.data()}};
+  const std::shared_ptr<const void> state = ds::kQConv2dOp.prepare(p, info, kt, 1);
+  auto f = [](const void* v) { return static_cast<const float*>(v); };
+  const std::vector<ds::OpInput> in = {{f(x.data()), &xs, ds::kDtypeU8},
+                                       {f(w.data()), &ws, ds::kDtypeI8},
+                                       {f(ch.bias.data()), &cs, ds::kDtypeI32},
+                                       {f(ch.mult.data()), &cs, ds::kDtypeI32},
+                                       {f(ch.shift.data()), &cs, ds::kDtypeI32}};
+  std::vector<uint8_t> y(size_t(o * oh * oh));
+  const std::vector<const ds::Shape*> in_shapes = {&xs, &ws, &cs, &cs, &cs};
+  std::vector<float> workspace(size_t(ds::kQConv2dOp.workspace_floats(p, state.get(), in_shapes, os, 1) + 16));
+  float* ws_aligned = workspace.data() + (16 - (reinterpret_cast<uintptr_t>(workspace.data()) / 4) % 16) % 16;
+  const ds::RunContext ctx{state.get(), nullptr, ws_aligned};
+  auto run = [&] { ds::kQConv2dOp.run_prepared(p, ctx, in, y.data(), os, kt); };
+  // Warm: each call timed alone for 0.5 s, the 10th percentile (a loaded machine's descheduled or
+  // evicted calls dropped rather than averaged in).
+  std::vector<double> calls;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.5 || calls.size() < 20) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    calls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(calls.begin(), calls.end());
+  const double warm = calls[calls.size() / 10];
+  std::vector<uint8_t> flush(size_t(64) << 20);
+  std::vector<double> cold;
+  for (int i = 0; i < 30; ++i) {
+    for (size_t j = 0; j < flush.size(); j += 64) flush[j] += 1;
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    cold.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(cold.begin(), cold.end());
+  const double macs = double(o * c * kk * kk * oh * oh);
+  std::printf("op %4lld -> %-4lld %3lldx%-3lld %lldx%lld s%lld  warm %7.1f us %5.1f MAC/ns  cold %7.1f us\n",
+              (long long)c, (long long)o, (long long)h, (long long)h, (long long)kk, (long long)kk, (long long)stride,
+              warm * 1e6, macs / (warm * 1e9), cold[cold.size() / 2] * 1e6);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,6 +218,24 @@ int main(int argc, char** argv) {
   std::printf("int8 kernels: %s\n", k.isa);
   if (dw_only && argc == 5) {  // `dw C H STRIDE`: that layer only (for perf)
     bench_dw(k, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]));
+    return 0;
+  }
+  if (argc == 8 && std::string(argv[1]) == "op") {  // `op C H O K STRIDE PAD`: that layer only
+    bench_op(std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5]), std::atoll(argv[6]),
+             std::atoll(argv[7]));
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "op") {  // ResNet-18's int8 convolutions as whole ops
+    const int64_t layers[][6] = {{64, 56, 64, 3, 1, 1},   {64, 56, 128, 3, 2, 1},  {64, 56, 128, 1, 2, 0},
+                                 {128, 28, 128, 3, 1, 1}, {128, 28, 256, 3, 2, 1}, {128, 28, 256, 1, 2, 0},
+                                 {256, 14, 256, 3, 1, 1}, {256, 14, 512, 3, 2, 1}, {256, 14, 512, 1, 2, 0},
+                                 {512, 7, 512, 3, 1, 1}};
+    for (const auto& l : layers) bench_op(l[0], l[1], l[2], l[3], l[4], l[5]);
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "implicit") {  // ResNet-18's 3x3 stride-1 layers, read in place
+    if (!k.gemm->interleave4) return 0;
+    for (int64_t c : {64, 128, 256, 512}) bench_implicit(*k.gemm, c, c, 56 * 64 / c);
     return 0;
   }
   if (argc == 5 && std::string(argv[1]) == "gemm") {  // `gemm M K N`: that GEMM only

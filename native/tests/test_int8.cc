@@ -738,6 +738,28 @@ TEST(qs8_gemm_matches_the_formula_at_tile_edges) {
                                                             " n=" + std::to_string(n) + " k=" + std::to_string(k));
             return;
           }
+          if (!g.grid_out) continue;
+          // The same columns as positions of a grid (QGemmParams::grid_w): the output columns land
+          // packed, out_w to a grid row, and nothing else is written.
+          const int64_t grid_w = 1 + int64_t(rng.uniform(0, 40)), out_w = 1 + int64_t(rng.uniform(0, float(grid_w)));
+          const int64_t grid0 = int64_t(rng.uniform(0, float(2 * grid_w)));
+          auto out_col = [&](int64_t grid) { return grid - grid / grid_w * (grid_w - out_w); };
+          const int64_t stride = out_col(grid0 + n) + 1;
+          std::vector<uint8_t> yg(size_t(m * stride), 0xAB), want_g = yg;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              if ((grid0 + j) % grid_w < out_w)
+                want_g[size_t(i * stride + out_col(grid0 + j))] = want[size_t(i * (n + 1) + j)];
+          p.y = yg.data(), p.y_row_stride = stride;
+          p.grid_w = grid_w, p.out_w = out_w, p.grid0 = grid0;
+          g.gemm(p);
+          if (yg != want_g) {
+            harness::record_failure(__FILE__, __LINE__, std::string(lv.name) + " grid gemm differs at m=" + std::to_string(m) +
+                                                            " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                                                            " grid_w=" + std::to_string(grid_w) + " out_w=" +
+                                                            std::to_string(out_w) + " grid0=" + std::to_string(grid0));
+            return;
+          }
         }
   }
 }
@@ -1163,22 +1185,33 @@ TEST(u8_im2col_kernels_match_the_scalar_one) {
   }
 }
 
-TEST(u8_gather_row_matches_a_plain_loop) {
+TEST(u8_gather_row_and_interleave4_match_a_plain_loop) {
   const auto levels = simd_levels();
   if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
   tiny::Rng rng(16);
   for (const Level& lv : levels) {
-    if (!lv.k->gemm->gather_row) continue;
+    const ds::QGemmKernels& g = *lv.k->gemm;
     for (int64_t stride = 1; stride <= 3; ++stride)
-      for (int64_t n : {1, 2, 15, 31, 32, 33, 63, 64, 65, 100}) {
-        // The source ends right after its last gathered byte.
-        std::vector<uint8_t> src(size_t((n - 1) * stride + 1));
-        for (auto& v : src) v = uint8_t(rng.uniform(0, 255));
-        std::vector<uint8_t> want(size_t(n) + 8, 0xCD), got(want);
-        for (int64_t j = 0; j < n; ++j) want[size_t(j)] = src[size_t(j * stride)];
-        lv.k->gemm->gather_row(n, src.data(), stride, got.data());
-        CHECK_MSG(got == want, std::string(lv.name) + " gather_row differs at n=" + std::to_string(n) +
-                                   " stride=" + std::to_string(stride));
+      for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 58, 63, 64, 65, 100, 128, 130}) {
+        const std::string where = std::string(lv.name) + " n=" + std::to_string(n) + " stride=" + std::to_string(stride);
+        // Each source row ends right after its last read byte.
+        std::vector<std::vector<uint8_t>> rows(4, std::vector<uint8_t>(size_t((n - 1) * stride + 1)));
+        for (auto& row : rows)
+          for (auto& v : row) v = uint8_t(rng.uniform(0, 255));
+        const uint8_t* const src[4] = {rows[0].data(), rows[1].data(), rows[2].data(), rows[3].data()};
+        if (g.gather_row) {
+          std::vector<uint8_t> want(size_t(n) + 8, 0xCD), got(want);
+          for (int64_t j = 0; j < n; ++j) want[size_t(j)] = src[0][j * stride];
+          g.gather_row(n, src[0], stride, got.data());
+          CHECK_MSG(got == want, "gather_row differs at " + where);
+        }
+        if (g.interleave4) {
+          std::vector<uint8_t> want(size_t(4 * n) + 8, 0xCD), got(want);
+          for (int64_t j = 0; j < n; ++j)
+            for (int r = 0; r < 4; ++r) want[size_t(4 * j + r)] = src[r][j * stride];
+          g.interleave4(n, src, stride, got.data());
+          CHECK_MSG(got == want, "interleave4 differs at " + where);
+        }
       }
   }
 }

@@ -101,6 +101,11 @@ struct QGemmParams {
   // are the 128 bytes at (const uint8_t*)x + x_offsets[g] + 4 * j, [column][4] (the activations
   // stored four channels interleaved, each depth group a channel quad at one tap).
   const int64_t* x_offsets = nullptr;
+  // Non-zero (levels with QGemmKernels::grid_out): column j is position q = grid0 + j of a grid
+  // grid_w wide whose first out_w columns of each row are output pixels, out_w to a row of y:
+  // stored at y[i * y_row_stride + q - (q / grid_w) * (grid_w - out_w)] when q % grid_w < out_w,
+  // dropped otherwise (the columns a convolution computes past its output rows, State::shifted).
+  int64_t grid_w = 0, out_w = 0, grid0 = 0;
 };
 
 struct QGemmKernels {
@@ -129,6 +134,7 @@ struct QGemmKernels {
   int64_t (*packed_wt_bytes)(int64_t m, int64_t k) = nullptr;
   void (*pack_wt)(int64_t m, int64_t k, const int8_t* w, void* dst) = nullptr;
   void (*gemm_t)(const struct QGemmTParams& p) = nullptr;
+  bool grid_out = false;  // gemm takes QGemmParams::grid_w
 };
 
 // Output channels in the vector lanes (panels of 32, weights packed [panel][k/4][32][4]) and

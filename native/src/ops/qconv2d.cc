@@ -94,11 +94,15 @@ struct State {
   bool transposed = false;
   std::vector<uint8_t> packed_wt;
   std::vector<int32_t> pix;
-  mutable std::vector<uint8_t> padded;
+  int64_t padded_bytes = 0;            // the phase planes and their slack, in the workspace
   int64_t chunk = 0;                   // output pixels per task (multiple of nr)
-  int64_t ws_bytes = 0;                // per thread
-  mutable std::vector<uint8_t> ws;     // threads * ws_bytes, used by run only
+  int64_t ws_bytes = 0;                // per thread, in the workspace after the phase planes
 };
+
+// The run's scratch lives in the session's workspace, shared by all nodes, rather than in each
+// node's state: a buffer of the node's own is cold in the caches when the node runs again after
+// the rest of the network (the phase planes of a 64x56x56 input: 215 KB written per run).
+int64_t workspace_bytes(const State& s, int threads) { return (s.padded_bytes + 63) / 64 * 64 + s.ws_bytes * threads; }
 
 std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable& kt,
                                     int threads) {
@@ -189,7 +193,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       pixels = (oh - 1) * s->wq + ow;  // the grid up to the last output pixel
       // The last plane's taps read up to a row past it (dropped columns only); interleaved, the
       // GEMM reads whole 32-column panels.
-      s->padded.resize(size_t(xd[1] * s->phases * plane + (s->implicit ? 4 * (s->wq + 64) + 256 : s->wq + 64)));
+      s->padded_bytes = xd[1] * s->phases * plane + (s->implicit ? 4 * (s->wq + 64) + 256 : s->wq + 64);
     }
     // A block of pixels whose packed activations stay in the L2 cache (about 384 KiB): with
     // few pixels (deep layers) one block holds them all, so the weights pass once.
@@ -207,13 +211,17 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     s->chunk = chunk;
     // Per thread: the im2col block (or, shifted, the GEMM's output block) and the packed block.
     const int64_t og_rounded = (og + g.mr - 1) / g.mr * g.mr;
-    const int64_t staging = s->direct ? 0 : s->shifted ? og_rounded * chunk : k * chunk;
+    const int64_t staging = s->direct ? 0 : s->shifted ? (g.grid_out ? 0 : og_rounded * chunk) : k * chunk;
     s->ws_bytes = (staging + 63) / 64 * 64 + (g.packed_x_bytes(k, chunk) + 63) / 64 * 64;
   } else {
     return std::make_shared<State>();
   }
-  s->ws.resize(size_t(s->ws_bytes * threads) + 64);
   return s;
+}
+
+int64_t workspace_floats(const OpParams&, const void* state, const std::vector<const Shape*>&, const Shape&,
+                         int threads) {
+  return state ? (workspace_bytes(*static_cast<const State*>(state), threads) + 3) / 4 : 0;
 }
 
 // A qadd fused by the session (OpParams::qadd): y[i] = qadd(c[i], r[i]) for the conv's clamped u8
@@ -311,8 +319,8 @@ void fill_phases4(const State& s, const Conv2dParams& c, int32_t x_zp, const uin
 }
 
 // The path of State::shifted.
-void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const QChannelParams& ch, uint8_t* ws,
-                 int threads, ThreadPool* pool, uint8_t* y, const FusedAdd* fuse) {
+void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const QChannelParams& ch, uint8_t* padded,
+                 uint8_t* ws, int threads, ThreadPool* pool, uint8_t* y, const FusedAdd* fuse) {
   const QGemmKernels& g = *s.gemm;
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
@@ -322,13 +330,12 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
   const int64_t m_tiles = (og + g.mr - 1) / g.mr;
   const int64_t m_blocks = std::min<int64_t>(m_tiles, std::max<int64_t>(1, (threads + col_tasks - 1) / col_tasks));
   const int64_t m_per = (m_tiles + m_blocks - 1) / m_blocks * g.mr;
-  const int64_t staging = ((og + g.mr - 1) / g.mr * g.mr * s.chunk + 63) / 64 * 64;
-  uint8_t* padded = s.padded.data();
+  const int64_t staging = g.grid_out ? 0 : ((og + g.mr - 1) / g.mr * g.mr * s.chunk + 63) / 64 * 64;
   for (int64_t b = 0; b < c.n; ++b) {
     // The slack past the last plane is read by dropped columns only; channels split between
     // the threads.
     const int64_t planes_bytes = c.c * s.phases * s.hq * s.wq;
-    std::memset(padded + planes_bytes, q.x_zp, s.padded.size() - size_t(planes_bytes));
+    std::memset(padded + planes_bytes, q.x_zp, size_t(s.padded_bytes - planes_bytes));
     if (s.implicit) {
       const int64_t quads = c.c / 4, per = (quads + threads - 1) / threads;
       parallel(pool, (quads + per - 1) / per, [&](int64_t t, int) {
@@ -341,10 +348,11 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
       });
     }
     if (s.transposed) {  // group 1
-      const int64_t panels = (c.o + 31) / 32;
-      parallel(pool, panels, [&](int64_t t, int) {
+      // Each thread a run of whole panels of 32 channels (gemm_t prefetches a panel's successor).
+      const int64_t panels = (c.o + 31) / 32, per = (panels + threads - 1) / threads;
+      parallel(pool, (panels + per - 1) / per, [&](int64_t t, int) {
         QGemmTParams gp;
-        gp.m0 = t * 32, gp.m1 = std::min(c.o, gp.m0 + 32), gp.n = pixels, gp.k = k;
+        gp.m0 = t * per * 32, gp.m1 = std::min(c.o, gp.m0 + per * 32), gp.n = pixels, gp.k = k;
         gp.w = s.packed_wt.data();
         gp.x = padded;
         gp.x_offsets = s.x_offsets.data();
@@ -379,10 +387,22 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
         }
         gp.m = m1 - m0, gp.n = p1 - p0, gp.k = k;
         gp.w = wg + (m0 / g.mr) * (g.packed_w_bytes(g.mr, k));
-        gp.y = out;
-        gp.y_row_stride = p1 - p0;
         gp.ch = {ch.bias + gi * og + m0, ch.multiplier + gi * og + m0, ch.shift + gi * og + m0};
         gp.out = q.out;
+        if (g.grid_out) {  // the GEMM drops the columns ox >= ow itself
+          gp.y = yg + m0 * pixels;
+          gp.y_row_stride = pixels;
+          gp.grid_w = s.wq, gp.out_w = c.ow, gp.grid0 = p0;
+          g.gemm(gp);
+          if (fuse) {  // the block's output pixels, contiguous in each channel
+            auto out_pixel = [&](int64_t grid) { return grid / s.wq * c.ow + std::min(grid % s.wq, c.ow); };
+            const int64_t o0 = out_pixel(p0), o1 = out_pixel(p1);
+            for (int64_t i = m0; i < m1; ++i) (*fuse)(yg + i * pixels + o0, yg + i * pixels + o0, o1 - o0);
+          }
+          return;
+        }
+        gp.y = out;
+        gp.y_row_stride = p1 - p0;
         g.gemm(gp);
         // Grid rows back to output rows, without the columns ox >= ow (the fused add on the way).
         for (int64_t oy = p0 / s.wq; oy * s.wq < p1; ++oy) {
@@ -431,8 +451,9 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
     return;
   }
   const QChannelParams ch{s.bias.data(), mult, shift};
-  uint8_t* ws = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(s.ws.data()) + 63) / 64 * 64);
   const int threads = ctx.pool ? ctx.pool->size() : 1;
+  uint8_t* padded = reinterpret_cast<uint8_t*>(ctx.workspace);  // 64-byte aligned
+  uint8_t* ws = padded + (s.padded_bytes + 63) / 64 * 64;
   const Conv2dParams& c = q.conv;
   const int64_t in_plane = c.h * c.w, pixels = c.oh * c.ow;
   if (s.dw) {
@@ -456,7 +477,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   const QGemmKernels& g = *s.gemm;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
   if (s.shifted) {
-    run_shifted(s, q, x, ch, ws, threads, ctx.pool, y, fuse);
+    run_shifted(s, q, x, ch, padded, ws, threads, ctx.pool, y, fuse);
     return;
   }
   const int64_t col_tasks = (pixels + s.chunk - 1) / s.chunk;
@@ -503,7 +524,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
 }  // namespace
 
 // Input 5 (never a graph input): the residual of a qadd the session fuses (OpParams::qadd).
-extern const OpDef kQConv2dOp = {27,      "qconv2d", 5,       5,       parse,   infer_shape, nullptr, false,
-                                 check_dtypes, prepare, run,  nullptr, nullptr, nullptr,     5};
+extern const OpDef kQConv2dOp = {27,           "qconv2d", 5,   5,                parse,   infer_shape, nullptr, false,
+                                 check_dtypes, prepare,   run, workspace_floats, nullptr, nullptr,     5};
 
 }  // namespace ds

@@ -288,10 +288,21 @@ __attribute__((noinline)) void gemm_t_store(const QGemmTParams& p, const PanelRe
 
 // Tiles of P pixels (8, or 7 when that divides the pixels and 8 does not: ResNet's 7x7 and 14x14
 // outputs, 49 and 196 pixels, leave no partial tile whose missing pixels would be computed too).
+// Every tile reads the whole panel's weights (K * 32 bytes, 147 KB for K = 4608): from L2 but for
+// the first tile, which would wait on memory for all of them (a network's weights are not in the
+// caches when its layer runs again). So the steps also prefetch the next panel's weights (`next`)
+// into L2, spread evenly over this panel's tiles, one line every `period` steps (each step's own
+// prefetch cost the warm runs up to a third of their speed).
 template <int P>
-void gemm_t_panel(const QGemmTParams& p, const PanelRequant& pr, const int8_t* wp, int64_t g_count, int64_t i0,
-                  int64_t rows) {
+void gemm_t_panel(const QGemmTParams& p, const PanelRequant& pr, const int8_t* wp, const int8_t* next,
+                  int64_t g_count, int64_t i0, int64_t rows) {
+  const int64_t tiles = (p.n + P - 1) / P, panel_bytes = g_count * 128;
+  // Bytes of the next panel per step, in 1/256ths; steps per line.
+  const int64_t step256 = std::max<int64_t>(1, panel_bytes * 256 / (tiles * g_count));
+  const int64_t period = std::max<int64_t>(1, 64 * 256 / step256);
   for (int64_t t0 = 0; t0 < p.n; t0 += P) {
+    const int8_t* pf = next + t0 / P * panel_bytes / tiles;
+    int64_t countdown = 1;
     const int64_t cnt = std::min<int64_t>(P, p.n - t0);
     const uint8_t* xp[8];
     for (int t = 0; t < 8; ++t) xp[t] = p.x + 4 * int64_t(p.pix[t0 + std::min<int64_t>(t, cnt - 1)]);
@@ -301,6 +312,10 @@ void gemm_t_panel(const QGemmTParams& p, const PanelRequant& pr, const int8_t* w
     const uint8_t *x0 = xp[0], *x1 = xp[1], *x2 = xp[2], *x3 = xp[3], *x4 = xp[4], *x5 = xp[5], *x6 = xp[6],
                   *x7 = xp[7];
     for (int64_t g = 0; g < g_count; ++g) {
+      if (--countdown == 0) {
+        countdown = period;
+        _mm_prefetch(reinterpret_cast<const char*>(pf + (g * step256 >> 8)), _MM_HINT_T2);
+      }
       const __m512i w0 = _mm512_loadu_si512(wp + g * 128), w1 = _mm512_loadu_si512(wp + g * 128 + 64);
       const int64_t off = p.x_offsets[g];
 #define DS_QT_STEP(xt, c0, c1)                                                           \
@@ -326,10 +341,11 @@ void gemm_t(const QGemmTParams& p) {
   for (int64_t i0 = p.m0; i0 < p.m1; i0 += 32) {
     const int64_t rows = std::min<int64_t>(32, p.m1 - i0);
     const int8_t* wp = static_cast<const int8_t*>(p.w) + (i0 / 32) * 32 * g_count * kKr;
+    const int8_t* next = i0 + 32 < p.m1 ? wp + 32 * g_count * kKr : wp;  // the last: its own, cached
     PanelRequant pr;
     pr.set(p, i0, rows);
-    if (sevens) gemm_t_panel<7>(p, pr, wp, g_count, i0, rows);
-    else gemm_t_panel<8>(p, pr, wp, g_count, i0, rows);
+    if (sevens) gemm_t_panel<7>(p, pr, wp, next, g_count, i0, rows);
+    else gemm_t_panel<8>(p, pr, wp, next, g_count, i0, rows);
   }
 }
 
@@ -378,12 +394,37 @@ void dense_packed(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int6
 // Four packed weights as one int32 to broadcast (the packed buffer is bytes).
 typedef int32_t __attribute__((may_alias, aligned(1))) packed_i32;
 
+// Where the 32 columns of a tile go in each output row: the same vector stored at row + offset[s]
+// under mask[s] for each segment s (one for a plain tile; with QGemmParams::grid_w, one per grid
+// row the tile touches, its dropped columns masked off).
+struct TileStores {
+  static constexpr int kMax = 34;
+  int count = 0;
+  int64_t offset[kMax];
+  __mmask32 mask[kMax];
+  TileStores(const QGemmParams& p, int64_t j0, int64_t cols) {
+    const __mmask32 all = cols >= 32 ? ~__mmask32(0) : (__mmask32(1) << cols) - 1;
+    if (p.grid_w == 0) {
+      count = 1, offset[0] = j0, mask[0] = all;
+      return;
+    }
+    const int64_t q0 = p.grid0 + j0, q1 = q0 + cols;
+    for (int64_t row = q0 / p.grid_w; row * p.grid_w < q1; ++row) {
+      const int64_t a = std::max(q0, row * p.grid_w), b = std::min(q1, row * p.grid_w + p.out_w);
+      if (a >= b) continue;
+      const __mmask32 valid = (b - q0 >= 32 ? ~__mmask32(0) : (__mmask32(1) << (b - q0)) - 1) & ~((__mmask32(1) << (a - q0)) - 1);
+      offset[count] = q0 - row * (p.grid_w - p.out_w);
+      mask[count++] = valid;
+    }
+  }
+};
+
 // Rows [i0, i0 + rows) x columns [j0, j0 + cols) from packed panels wp (8 rows) and xp (32
 // columns); rc holds the epilogue constants of row i0.
 // With xoff (QGemmParams::x_offsets) group g's columns are at xp + xoff[g], else packed at xp + g * 128.
 template <bool kOffsets>
 inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, const uint8_t* xp,
-                      const int64_t* xoff, int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                      const int64_t* xoff, int64_t i0, int64_t rows, const TileStores& st,
                       const RequantChannel* rc, const RequantRange& range) {
   // Accumulators start at the bias (rows past m: 0). Every index is a constant after unrolling,
   // so they stay in registers.
@@ -403,7 +444,7 @@ inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, c
     }
   }
   // The epilogue straight from the registers, two rows at a time (unrolled, rows past m skipped).
-  const __mmask32 m = cols >= 32 ? ~__mmask32(0) : (__mmask32(1) << cols) - 1;
+  const bool whole = st.count == 1 && st.mask[0] == ~__mmask32(0);
 #pragma GCC unroll 4
   for (int r = 0; r < kMr; r += 2) {
     if (r >= rows) break;
@@ -412,13 +453,16 @@ inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, c
     const __m512i b0 = second ? requant32(acc[r + 1][0], rc[r + 1], range) : a0;
     const __m512i b1 = second ? requant32(acc[r + 1][1], rc[r + 1], range) : a1;
     const __m512i v = pack_rows32(a0, a1, b0, b1, range);
-    uint8_t* yr = p.y + (i0 + r) * p.y_row_stride + j0;
-    if (cols == 32) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(yr), _mm512_castsi512_si256(v));
-      if (second) _mm256_storeu_si256(reinterpret_cast<__m256i*>(yr + p.y_row_stride), _mm512_extracti64x4_epi64(v, 1));
-    } else {
-      _mm256_mask_storeu_epi8(yr, m, _mm512_castsi512_si256(v));
-      if (second) _mm256_mask_storeu_epi8(yr + p.y_row_stride, m, _mm512_extracti64x4_epi64(v, 1));
+    uint8_t* yr = p.y + (i0 + r) * p.y_row_stride;
+    if (whole) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(yr + st.offset[0]), _mm512_castsi512_si256(v));
+      if (second)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(yr + p.y_row_stride + st.offset[0]), _mm512_extracti64x4_epi64(v, 1));
+      continue;
+    }
+    for (int s = 0; s < st.count; ++s) {
+      _mm256_mask_storeu_epi8(yr + st.offset[s], st.mask[s], _mm512_castsi512_si256(v));
+      if (second) _mm256_mask_storeu_epi8(yr + p.y_row_stride + st.offset[s], st.mask[s], _mm512_extracti64x4_epi64(v, 1));
     }
   }
 }
@@ -438,17 +482,18 @@ void gemm(const QGemmParams& p) {
     const int64_t b1 = std::min(p.m, b0 + block);
     for (int64_t i = b0; i < b1; ++i) rc[i - b0].set(p.ch.multiplier[i], p.ch.shift[i], p.out.y_zp);
     for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
-      const int64_t cols = std::min<int64_t>(kNr, p.n - j0);
+      const TileStores st(p, j0, std::min<int64_t>(kNr, p.n - j0));
+      if (st.count == 0) continue;  // dropped columns only
       if (p.x_offsets) {
         for (int64_t i0 = b0; i0 < b1; i0 += kMr)
           gemm_tile<true>(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xbase + j0 * kKr, p.x_offsets, i0,
-                          std::min<int64_t>(kMr, p.m - i0), j0, cols, rc + (i0 - b0), range);
+                          std::min<int64_t>(kMr, p.m - i0), st, rc + (i0 - b0), range);
         continue;
       }
       const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
       for (int64_t i0 = b0; i0 < b1; i0 += kMr)
         gemm_tile<false>(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xp, nullptr, i0,
-                         std::min<int64_t>(kMr, p.m - i0), j0, cols, rc + (i0 - b0), range);
+                         std::min<int64_t>(kMr, p.m - i0), st, rc + (i0 - b0), range);
     }
   }
 }
@@ -496,7 +541,7 @@ namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm,
-    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t};
+    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t, true};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
