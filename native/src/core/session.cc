@@ -327,9 +327,8 @@ void Session::plan() {
     if (slot[id] != SIZE_MAX) plan[slot[id]].last = node_count;
   const size_t arena = assign_offsets(plan);
 
-  std::vector<float> storage(align_up(arena + kAlign) / sizeof(float));
-  const uintptr_t raw = reinterpret_cast<uintptr_t>(storage.data());
-  float* base = reinterpret_cast<float*>((raw + kAlign - 1) / kAlign * kAlign);
+  HugePageBuffer storage;
+  float* base = storage.allocate(int64_t(align_up(arena) / sizeof(float)));
   std::vector<float*> buffers(model_.values.size(), nullptr);
   for (const BufferPlan& b : plan) buffers[b.value] = base + b.offset / sizeof(float);
   for (size_t v = 0; v < buffers.size(); ++v)
@@ -349,16 +348,14 @@ void Session::plan() {
     workspace = std::max(workspace, size_t(n));
   }
   if (workspace > workspace_floats_) {
-    std::vector<float>(workspace + kAlign / sizeof(float)).swap(workspace_storage_);
-    const uintptr_t w = reinterpret_cast<uintptr_t>(workspace_storage_.data());
-    workspace_ = reinterpret_cast<float*>((w + kAlign - 1) / kAlign * kAlign);
+    workspace_ = workspace_storage_.allocate(int64_t(workspace));
     workspace_floats_ = workspace;
   }
 
   shapes_ = std::move(shapes);
   plan_ = std::move(plan);
   buffers_ = std::move(buffers);
-  arena_storage_ = std::move(storage);  // moving a vector keeps its heap block, so `base` stays valid
+  arena_storage_ = std::move(storage);  // moving keeps its heap block, so `base` stays valid
   arena_bytes_ = arena;
   activation_bytes_ = activation;
   planned_ = true;

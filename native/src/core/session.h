@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/huge_page_buffer.h"
 #include "core/model.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
@@ -92,7 +93,7 @@ class Session {
   std::vector<Shape> shapes_;        // per value
   std::vector<BufferPlan> plan_;     // one per node output
   std::vector<float*> buffers_;      // per value: its place in the arena, null if not a node output
-  std::vector<float> arena_storage_; // the arena, plus room to align it to 64 bytes
+  HugePageBuffer arena_storage_;     // the arena
   size_t arena_bytes_ = 0, activation_bytes_ = 0;
   std::vector<OpInput> scratch_;     // node inputs during run(), reserved by plan()
   std::vector<std::shared_ptr<const void>> states_;  // per node: what its op's prepare built
@@ -108,8 +109,8 @@ class Session {
   std::vector<uint32_t> slice_of_;
   std::vector<size_t> slice_offset_;
   std::unique_ptr<ThreadPool> pool_;  // threads_ > 1 only
-  std::vector<float> workspace_storage_;  // scratch of prepared ops (OpDef::workspace_floats)
-  float* workspace_ = nullptr;            // 64-byte aligned in workspace_storage_
+  HugePageBuffer workspace_storage_;  // scratch of prepared ops (OpDef::workspace_floats)
+  float* workspace_ = nullptr;        // in workspace_storage_
   size_t workspace_floats_ = 0;
   std::vector<uint64_t> profile_ns_;  // per node when profiling, else empty
   uint64_t profiled_runs_ = 0;

@@ -34,10 +34,10 @@
 #endif
 
 #include "common/error.h"
+#include "common/huge_page_buffer.h"
 #include "core/dispatch.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
-#include "ops/weight_buffer.h"
 
 namespace ds {
 namespace {
@@ -114,7 +114,7 @@ struct State {
   const WinogradKernels* wk = nullptr;
   int64_t m, k;               // per group: output channels, C/group * kh * kw
   int64_t group_floats;       // packed weight floats per group
-  WeightBuffer storage;       // the packed weights (ops/weight_buffer.h), at `packed`
+  HugePageBuffer storage;     // the packed weights (common/huge_page_buffer.h), at `packed`
   const float* packed = nullptr;
 };
 

@@ -16,7 +16,7 @@
 #include "kernels/sparse.h"
 #include "ops/op.h"
 #include "ops/parallel.h"
-#include "ops/weight_buffer.h"
+#include "common/huge_page_buffer.h"
 
 namespace ds {
 namespace {
@@ -58,7 +58,7 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
 
 struct State {
   const GemmKernels* g;
-  WeightBuffer storage;       // the packed weights (ops/weight_buffer.h), at `packed`
+  HugePageBuffer storage;     // the packed weights (common/huge_page_buffer.h), at `packed`
   const float* packed;
   std::unique_ptr<CsrWeights> csr;  // set when the CSR kernel measured faster at batch 1
 };

@@ -1,8 +1,9 @@
-// Storage for weights packed at session creation, 64-byte aligned. From 2 MB on they start on a 2 MB
-// boundary and their whole 2 MB pages are advised to be huge pages (Linux transparent huge pages;
-// the tail stays in small pages, so no memory is added): in a whole network the weights stream from
-// memory on every run, and in 4 KB pages that stream misses the TLB every 1K floats (ResNet-18
-// stage 3, 9.4 MB per layer, in-model 1.46 -> 1.30 ms; MobileNet V2's 5.1 MB classifier).
+// Float storage, 64-byte aligned, for what a session keeps and streams through on every run: the
+// weights packed at session creation, the activation arena, the workspace. From 2 MB on it starts
+// on a 2 MB boundary and its whole 2 MB pages are advised to be huge pages (Linux transparent huge
+// pages; the tail stays in small pages, so no memory is added): in 4 KB pages a stream misses the
+// TLB every 1K floats (ResNet-18 stage 3 weights, 9.4 MB per layer, in-model 1.46 -> 1.30 ms;
+// MobileNet V2's 5.1 MB classifier).
 #pragma once
 
 #include <cstddef>
@@ -17,7 +18,7 @@
 
 namespace ds {
 
-class WeightBuffer {
+class HugePageBuffer {
  public:
   // `floats` floats (contents unspecified), replacing what the buffer held.
   float* allocate(int64_t floats) {
