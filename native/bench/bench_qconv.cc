@@ -20,29 +20,28 @@ extern const OpDef kQConv2dOp;
 
 namespace {
 
-// Runs fn until at least 0.1 s have passed; returns seconds per call (the best of 3 rounds).
+// Times single calls for at least 0.3 s; returns seconds per call, the 10th percentile (the
+// machine may be shared: a percentile of single calls drops the ones another process slowed).
 template <typename Fn>
 double time_per_call(Fn fn) {
-  // BENCH_QCONV_CALLS=N: exactly N calls, one round (a fixed amount of work, for `perf stat`).
+  // BENCH_QCONV_CALLS=N: exactly N calls, their mean (a fixed amount of work, for `perf stat`).
   if (const char* calls = std::getenv("BENCH_QCONV_CALLS")) {
     const int n = std::max(1, std::atoi(calls));
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) fn();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n;
   }
-  double best = 1e30;
-  for (int round = 0; round < 3; ++round) {
-    int calls = 0;
-    const auto start = std::chrono::steady_clock::now();
-    double elapsed = 0;
-    do {
-      fn();
-      ++calls;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    } while (elapsed < 0.1);
-    best = std::min(best, elapsed / calls);
+  fn();  // warm-up
+  std::vector<double> times;
+  const auto start = std::chrono::steady_clock::now();
+  for (auto t0 = start; t0 - start < std::chrono::milliseconds(300) || times.size() < 10;) {
+    fn();
+    const auto t1 = std::chrono::steady_clock::now();
+    times.push_back(std::chrono::duration<double>(t1 - t0).count());
+    t0 = t1;
   }
-  return best;
+  std::nth_element(times.begin(), times.begin() + times.size() / 10, times.end());
+  return times[times.size() / 10];
 }
 
 std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
@@ -80,8 +79,8 @@ void bench_dw(const ds::QKernels& k, int64_t c, int64_t h, int64_t stride) {
   std::printf("dw3x3 c=%-4lld %3lldx%-3lld s%lld  %8.1f us  %6.3f ns/output", (long long)c, (long long)h,
               (long long)h, (long long)stride, s * 1e6, s * 1e9 / double(y.size()));
   if (k.dwconv == ds::ds_qu8_dwconv3x3__avx512vnni)  // its two kernels apart
-    std::printf("   channels in lanes %8.1f us  planes %8.1f us", time(ds::ds_qu8_dwconv3x3_cl__avx512vnni) * 1e6,
-                time(ds::ds_qu8_dwconv3x3_planes__avx512vnni) * 1e6);
+    std::printf("   channels in lanes %8.1f us  rows %8.1f us  planes %8.1f us", time(ds::ds_qu8_dwconv3x3_cl__avx512vnni) * 1e6,
+                time(ds::ds_qu8_dwconv3x3_rows__avx512vnni) * 1e6, time(ds::ds_qu8_dwconv3x3_planes__avx512vnni) * 1e6);
   if (k.dw_packed_bytes && k.dw_packed_bytes(q) > 0) {  // constants packed once, as a session runs it
     std::vector<uint8_t> packed(size_t(k.dw_packed_bytes(q)));
     k.dw_pack(q, reinterpret_cast<const int8_t*>(w.data()), ch.params(), packed.data());

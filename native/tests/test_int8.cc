@@ -939,20 +939,29 @@ TEST(qu8_dwconv3x3_matches_the_reference_on_random_shapes) {
   }
 }
 
-// The AVX-512 3x3 kernels run channels 16 to a vector (channels in lanes) or one plane at a time:
-// channel counts around 16, channel ranges starting inside a block, plane widths around the 4- and
-// 8-window steps, both kernels apart.
+// The AVX-512 3x3 kernels run channels 16 to a vector (channels in lanes), one padded channel at
+// a time in rows of 64 outputs (channel rows), or one int16 plane at a time: channel counts around
+// 16, channel ranges starting inside a block, plane widths around the 4- and 8-window steps and
+// the 64-output blocks, each kernel apart at every width.
 TEST(qu8_dwconv3x3_channel_blocks_match_the_reference) {
   std::vector<Level> levels = simd_levels();
   if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
 #if defined(__x86_64__)
-  static ds::QKernels planes = ds::ds_qkernels__avx512vnni;
+  // Without the packed-constants entry, which picks its kernel by shape.
+  static ds::QKernels planes = ds::ds_qkernels__avx512vnni, rows = planes, lanes = planes;
   planes.dwconv = ds::ds_qu8_dwconv3x3_planes__avx512vnni;
-  if (levels.back().k == &ds::ds_qkernels__avx512vnni) levels.push_back({"avx512vnni planes", &planes});
+  rows.dwconv = ds::ds_qu8_dwconv3x3_rows__avx512vnni;
+  lanes.dwconv = ds::ds_qu8_dwconv3x3_cl__avx512vnni;
+  planes.dw_packed_bytes = rows.dw_packed_bytes = lanes.dw_packed_bytes = nullptr;
+  if (levels.back().k == &ds::ds_qkernels__avx512vnni) {
+    levels.push_back({"avx512vnni planes", &planes});
+    levels.push_back({"avx512vnni channel rows", &rows});
+    levels.push_back({"avx512vnni channels in lanes", &lanes});
+  }
 #endif
   tiny::Rng rng(13);
   const int64_t channels[] = {15, 16, 17, 31, 33, 47};
-  const int64_t widths[] = {1, 5, 7, 8, 9, 14, 16, 17, 28, 30, 56};
+  const int64_t widths[] = {1, 5, 7, 8, 9, 14, 16, 17, 28, 30, 56, 63, 64, 65, 66, 97, 112, 129, 130};
   for (const Level& lv : levels) {
     for (int64_t c : channels)
       for (int64_t w : widths)

@@ -217,6 +217,19 @@ inline QDw3x3ClLayout ds_qu8_dw3x3_cl_layout(const Conv2dParams& p) {
   return l;
 }
 
+// The channel-rows 3x3 depthwise kernel (kernels/x86/qu8-dwconv3x3-avx512vnni.cc): one channel's
+// input padded with x_zp into rows of `pitch` bytes (the widest read of a valid output), plus slack
+// for the reads of the last 64-output block (at most 127 bytes past the last row's pitch).
+struct QDw3x3RowsLayout {
+  int64_t rows, pitch, bytes;
+};
+inline QDw3x3RowsLayout ds_qu8_dw3x3_rows_layout(const Conv2dParams& p) {
+  QDw3x3RowsLayout l;
+  l.rows = (p.oh - 1) * p.stride_h + 3, l.pitch = (p.ow - 1) * p.stride_w + 3;
+  l.bytes = l.rows * l.pitch + 192;
+  return l;
+}
+
 using QDwConvKernel = void (*)(const QConv2dParams& p, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
                                uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 // Any window (src/kernels/x86/qu8-dwconv-impl.h), and 3x3 with stride 1 or 2 across, which runs
@@ -233,6 +246,9 @@ void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& p, const uint8_t* x, cons
 // the per-channel plane kernel; ds_qu8_dwconv3x3__avx512vnni picks one by shape.
 void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
                                      const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
+void ds_qu8_dwconv3x3_rows__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
+                                       const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
+                                       int64_t c1);
 void ds_qu8_dwconv3x3_planes__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
                                          const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
                                          int64_t c1);

@@ -99,7 +99,7 @@ int64_t ds_qu8_dwconv_workspace(const Conv2dParams& p) {
   const int64_t generic = hp * wp + 64 + 4 * (p.ow + 64);
   if (p.kh != 3 || p.kw != 3) return generic;
   const QDw3x3Layout l = ds_qu8_dw3x3_layout(p);
-  return std::max({generic, l.group * l.channel_bytes, ds_qu8_dw3x3_cl_layout(p).bytes});
+  return std::max({generic, l.group * l.channel_bytes, ds_qu8_dw3x3_cl_layout(p).bytes, ds_qu8_dw3x3_rows_layout(p).bytes});
 }
 
 extern const QKernels ds_qkernels__scalar = {"scalar", nullptr, nullptr, nullptr};

@@ -453,6 +453,103 @@ void cl_block(const QConv2dParams& q, const QDw3x3ClLayout& l, const ClBlock& b,
   }
 }
 
+// ---- channel rows ----
+// One channel at a time, from its input padded with x_zp into rows (rows_pad_plane; no
+// transposes). The dword at byte a of a row is [x_a, x_a+1, x_a+2, x_a+3], so vpdpbusd with the
+// dword [w0, w1, w2, 0] of a kernel row adds that row's taps of the output whose window starts at
+// a: the loads at 0, 1, 2, 3 (stride 1) give the outputs 4d + m in dword d of accumulator m, the
+// loads at 0, 2, 64, 66 (stride 2) the outputs 2d, 2d + 1, 32 + 2d, 33 + 2d; 64 outputs for 12
+// loads and 12 vpdpbusd. The saturating packs leave byte 4m + j of each 128-bit lane from dword j
+// of accumulator m, and one vpshufb (stride 2: and a vpermq) puts the 64 bytes in order.
+
+// Lanes [lo, hi) of 64, clipped to 0..64.
+inline __mmask64 lanes64(int64_t lo, int64_t hi) {
+  lo = std::max<int64_t>(lo, 0), hi = std::min<int64_t>(hi, 64);
+  return hi <= lo ? 0 : __mmask64((~0ull >> (64 - (hi - lo))) << lo);
+}
+
+// The requantization constants of channel c of a packed block, broadcast to every lane.
+ClRequant channel_requant(const ClConsts& k, int c) {
+  ClRequant r;
+  r.mult_e = r.mult_o = _mm512_set1_epi64(k.mult[c & 1][c >> 1]);
+  if (k.mode == kHigh) {
+    r.round_e = _mm512_set1_epi32(k.round32[c]), r.count_e = _mm512_set1_epi32(k.count32[c]);
+    r.round_o = r.count_o = _mm512_setzero_si512();
+    return r;
+  }
+  // kNarrow stores the odd channels' shift as n - 32 (their results land in the high halves).
+  const int64_t n = k.count[c & 1][c >> 1] + (k.mode == kNarrow && (c & 1) ? 32 : 0);
+  r.round_e = r.round_o = _mm512_set1_epi64(k.round[c & 1][c >> 1]);
+  r.count_e = _mm512_set1_epi64(n), r.count_o = _mm512_set1_epi64(k.mode == kNarrow ? n - 32 : n);
+  return r;
+}
+
+// Channel xc into its padded plane (QDw3x3RowsLayout): rows of `pitch` bytes, x_zp outside the
+// input. Each row is written 64 bytes at a time from a masked load that takes x_zp outside the
+// input row; a row's last store runs into the next row, which overwrites it.
+void rows_pad_plane(const Conv2dParams& p, const QDw3x3RowsLayout& l, const __m512i zp, const uint8_t* xc,
+                    uint8_t* plane) {
+  for (int64_t r = 0; r < l.rows; ++r) {
+    uint8_t* row = plane + r * l.pitch;
+    const int64_t iy = r - p.pad_top;
+    const bool inside = iy >= 0 && iy < p.h;
+    const uint8_t* xr = xc + (inside ? iy : 0) * p.w;
+    for (int64_t i = 0; i < l.pitch; i += 64) {
+      const __mmask64 m = inside ? lanes64(p.pad_left - i, p.pad_left + p.w - i) : 0;
+      _mm512_storeu_si512(row + i, _mm512_mask_loadu_epi8(zp, m, xr + (i - p.pad_left)));
+    }
+  }
+}
+
+template <int kStride, int kMode>
+void rows_channel(const QConv2dParams& q, const QDw3x3RowsLayout& l, const ClConsts& k, const ClBlock& b, int c,
+                  const uint8_t* plane, uint8_t* yc) {
+  const Conv2dParams& p = q.conv;
+  // Byte 4m + j of a 128-bit lane after the packs: accumulator m, dword j (see above).
+  const __m512i order = _mm512_broadcast_i32x4(
+      kStride == 1 ? _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+                   : _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15));
+  const __m512i order2 = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+  constexpr int64_t offsets[4] = {0, kStride == 1 ? 1 : 2, kStride == 1 ? 2 : 64, kStride == 1 ? 3 : 66};
+  const __m512i bias = _mm512_set1_epi32(k.bias[c]);
+  const __m512i w[3] = {_mm512_set1_epi32(k.wa[0][c]), _mm512_set1_epi32(k.wa[1][c]), _mm512_set1_epi32(k.wa[2][c])};
+  const ClRequant r = channel_requant(k, c);
+  for (int64_t oy = 0; oy < p.oh; ++oy) {
+    const uint8_t* r0 = plane + oy * p.stride_h * l.pitch;
+    uint8_t* yr = yc + oy * p.ow;
+    for (int64_t ox0 = 0; ox0 < p.ow; ox0 += 64) {
+      __m512i acc[4] = {bias, bias, bias, bias};
+#pragma GCC unroll 3
+      for (int ky = 0; ky < 3; ++ky) {
+        const uint8_t* base = r0 + ky * l.pitch + ox0 * kStride;
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; ++i) {
+          acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_loadu_si512(base + offsets[i]), w[ky]);
+        }
+      }
+      const __m512i lo = _mm512_packs_epi32(requant_lanes<kMode>(acc[0], r, b), requant_lanes<kMode>(acc[1], r, b));
+      const __m512i hi = _mm512_packs_epi32(requant_lanes<kMode>(acc[2], r, b), requant_lanes<kMode>(acc[3], r, b));
+      __m512i out = _mm512_shuffle_epi8(_mm512_packus_epi16(lo, hi), order);
+      if (kStride == 2) out = _mm512_permutexvar_epi64(order2, out);
+      out = _mm512_min_epu8(_mm512_max_epu8(out, b.lo8), b.hi8);
+      const int64_t n = p.ow - ox0;
+      _mm512_mask_storeu_epi8(yr + ox0, n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, out);
+    }
+  }
+}
+
+template <int kStride, int kMode>
+void rows_block(const QConv2dParams& q, const ClConsts& k, const ClBlock& b, const uint8_t* x, int64_t nch,
+                uint8_t* workspace, uint8_t* y) {
+  const Conv2dParams& p = q.conv;
+  const QDw3x3RowsLayout l = ds_qu8_dw3x3_rows_layout(p);
+  const __m512i zp = _mm512_set1_epi8(char(q.x_zp));
+  for (int c = 0; c < nch; ++c) {
+    rows_pad_plane(p, l, zp, x + c * p.h * p.w, workspace);
+    rows_channel<kStride, kMode>(q, l, k, b, c, workspace, y + c * p.oh * p.ow);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -460,16 +557,27 @@ namespace {
 // Blocks of 16 channels from cb = c0 (nch each, at most 16) with constants from `consts(cb, nch)`.
 template <typename ConstsFn>
 void cl_blocks(const QConv2dParams& q, const uint8_t* x, uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1,
-               ConstsFn consts) {
+               bool rows, ConstsFn consts) {
   const Conv2dParams& p = q.conv;
   const QDw3x3ClLayout l = ds_qu8_dw3x3_cl_layout(p);
   ClBlock b;
   for (int64_t cb = c0; cb < c1; cb += 16) {
     const int64_t nch = std::min<int64_t>(16, c1 - cb);
-    load_block(q, consts(cb, nch), b);
+    const ClConsts& k = consts(cb, nch);
+    load_block(q, k, b);
     const uint8_t* xb = x + cb * p.h * p.w;
     uint8_t* yb = y + cb * p.oh * p.ow;
-    if (p.stride_w == 1) {
+    if (rows) {
+      if (p.stride_w == 1) {
+        if (b.mode == kHigh) rows_block<1, kHigh>(q, k, b, xb, nch, workspace, yb);
+        else if (b.mode == kNarrow) rows_block<1, kNarrow>(q, k, b, xb, nch, workspace, yb);
+        else rows_block<1, kWide>(q, k, b, xb, nch, workspace, yb);
+      } else {
+        if (b.mode == kHigh) rows_block<2, kHigh>(q, k, b, xb, nch, workspace, yb);
+        else if (b.mode == kNarrow) rows_block<2, kNarrow>(q, k, b, xb, nch, workspace, yb);
+        else rows_block<2, kWide>(q, k, b, xb, nch, workspace, yb);
+      }
+    } else if (p.stride_w == 1) {
       if (b.mode == kHigh) cl_block<1, kHigh>(q, l, b, xb, nch, workspace, yb);
       else if (b.mode == kNarrow) cl_block<1, kNarrow>(q, l, b, xb, nch, workspace, yb);
       else cl_block<1, kWide>(q, l, b, xb, nch, workspace, yb);
@@ -487,14 +595,33 @@ bool cl_applies(const Conv2dParams& p) {
 
 }  // namespace
 
-void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w,
-                                     const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
-                                     int64_t c1) {
+namespace {
+
+void blocks_per_call(const QConv2dParams& q, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
+                     uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1, bool rows) {
   ClConsts k;
-  cl_blocks(q, x, workspace, y, c0, c1, [&](int64_t cb, int64_t nch) -> const ClConsts& {
+  cl_blocks(q, x, workspace, y, c0, c1, rows, [&](int64_t cb, int64_t nch) -> const ClConsts& {
     pack_consts(q, w, ch, cb, nch, k);
     return k;
   });
+}
+
+// Channel rows where their 64-output blocks are mostly used: measured faster than channels in
+// lanes at 56 and 112 output columns, slower at 28 and below (bench_qconv dw).
+bool rows_win(const Conv2dParams& p) { return p.ow >= 48; }
+
+}  // namespace
+
+void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w,
+                                     const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
+                                     int64_t c1) {
+  blocks_per_call(q, x, w, ch, workspace, y, c0, c1, false);
+}
+
+void ds_qu8_dwconv3x3_rows__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w,
+                                       const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
+                                       int64_t c1) {
+  blocks_per_call(q, x, w, ch, workspace, y, c0, c1, true);
 }
 
 int64_t ds_qu8_dw3x3_packed_bytes__avx512vnni(const QConv2dParams& q) {
@@ -509,7 +636,7 @@ void ds_qu8_dw3x3_pack__avx512vnni(const QConv2dParams& q, const int8_t* w, cons
 void ds_qu8_dwconv3x3_packed__avx512vnni(const QConv2dParams& q, const uint8_t* x, const void* packed,
                                          uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1) {
   const ClConsts* k = reinterpret_cast<const ClConsts*>((reinterpret_cast<uintptr_t>(packed) + 63) / 64 * 64);
-  cl_blocks(q, x, workspace, y, c0, c1, [&](int64_t cb, int64_t) -> const ClConsts& { return k[cb / 16]; });
+  cl_blocks(q, x, workspace, y, c0, c1, rows_win(q.conv), [&](int64_t cb, int64_t) -> const ClConsts& { return k[cb / 16]; });
 }
 
 void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
@@ -518,8 +645,7 @@ void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& q, const uint8_t* x, cons
     ds_qu8_dwconv__avx512vnni(q, x, w, ch, workspace, y, c0, c1);
     return;
   }
-  // Channels in lanes measured faster at every MobileNet V2 shape (bench_qconv).
-  ds_qu8_dwconv3x3_cl__avx512vnni(q, x, w, ch, workspace, y, c0, c1);
+  blocks_per_call(q, x, w, ch, workspace, y, c0, c1, rows_win(q.conv));
 }
 
 }  // namespace ds
