@@ -1014,6 +1014,39 @@ TEST(u8_maxpool2d_kernels_match_the_scalar_one) {
   }
 }
 
+// quantize on random float bit patterns (every exponent, NaN, infinities, subnormals) and near
+// the clamp bounds, at scales from subnormal to the largest floats and 0, odd lengths for the tails.
+TEST(qu8_quantize_matches_the_reference_on_any_float) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(17);
+  const float scales[] = {1e-45f, 1e-39f, 1.2e-38f, 1e-20f, 0.0039215689f, 0.017f, 1.0f / 3.0f, 1.0f, 2.5f, 1e20f,
+                          8.5e37f, 3.4e38f, 0.0f};
+  uint32_t bits = 12345u;
+  for (const Level& lv : levels) {
+    if (!lv.k->quantize) continue;
+    for (float scale : scales)
+      for (int rep = 0; rep < 4; ++rep) {
+        const int32_t zp = rep == 0 ? 0 : rep == 1 ? 255 : int32_t(rng.uniform(0, 255));
+        std::vector<float> x(size_t(3001 + rep));
+        for (size_t i = 0; i < x.size(); ++i) {
+          bits = bits * 1664525u + 1013904223u;
+          float v;
+          if (i % 3 == 0) {
+            std::memcpy(&v, &bits, sizeof v);
+          } else {  // around the values that quantize to -300..300 and to the clamp bounds
+            v = (float(int(bits >> 8) % 601 - 300) + rng.uniform(-1, 1)) * scale;
+          }
+          x[i] = v;
+        }
+        std::vector<uint8_t> want(x.size()), got(x.size());
+        ds::ds_qu8_quantize__scalar(int64_t(x.size()), scale, zp, x.data(), want.data());
+        lv.k->quantize(int64_t(x.size()), scale, zp, x.data(), got.data());
+        CHECK_MSG(got == want, std::string(lv.name) + " quantize differs at scale " + std::to_string(scale));
+      }
+  }
+}
+
 // quantize near the rounding ties: x = (k + 1/2) * scale nudged by a few ulps, at many scales.
 TEST(qu8_quantize_matches_the_reference_near_ties) {
   const auto levels = simd_levels();
