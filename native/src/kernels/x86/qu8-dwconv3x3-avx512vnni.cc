@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/qu8.h"
 #include "kernels/x86/qu8-requant-avx512.h"
@@ -567,25 +568,18 @@ void cl_blocks(const QConv2dParams& q, const uint8_t* x, uint8_t* workspace, uin
     load_block(q, k, b);
     const uint8_t* xb = x + cb * p.h * p.w;
     uint8_t* yb = y + cb * p.oh * p.ow;
-    if (rows) {
-      if (p.stride_w == 1) {
-        if (b.mode == kHigh) rows_block<1, kHigh>(q, k, b, xb, nch, workspace, yb);
-        else if (b.mode == kNarrow) rows_block<1, kNarrow>(q, k, b, xb, nch, workspace, yb);
-        else rows_block<1, kWide>(q, k, b, xb, nch, workspace, yb);
-      } else {
-        if (b.mode == kHigh) rows_block<2, kHigh>(q, k, b, xb, nch, workspace, yb);
-        else if (b.mode == kNarrow) rows_block<2, kNarrow>(q, k, b, xb, nch, workspace, yb);
-        else rows_block<2, kWide>(q, k, b, xb, nch, workspace, yb);
-      }
-    } else if (p.stride_w == 1) {
-      if (b.mode == kHigh) cl_block<1, kHigh>(q, l, b, xb, nch, workspace, yb);
-      else if (b.mode == kNarrow) cl_block<1, kNarrow>(q, l, b, xb, nch, workspace, yb);
-      else cl_block<1, kWide>(q, l, b, xb, nch, workspace, yb);
-    } else {
-      if (b.mode == kHigh) cl_block<2, kHigh>(q, l, b, xb, nch, workspace, yb);
-      else if (b.mode == kNarrow) cl_block<2, kNarrow>(q, l, b, xb, nch, workspace, yb);
-      else cl_block<2, kWide>(q, l, b, xb, nch, workspace, yb);
-    }
+    // The kernel instance for this block's stride and requantization mode.
+    const auto run = [&](auto stride, auto mode) {
+      if (rows) rows_block<stride(), mode()>(q, k, b, xb, nch, workspace, yb);
+      else cl_block<stride(), mode()>(q, l, b, xb, nch, workspace, yb);
+    };
+    const auto with_mode = [&](auto stride) {
+      if (b.mode == kHigh) run(stride, std::integral_constant<int, kHigh>());
+      else if (b.mode == kNarrow) run(stride, std::integral_constant<int, kNarrow>());
+      else run(stride, std::integral_constant<int, kWide>());
+    };
+    if (p.stride_w == 1) with_mode(std::integral_constant<int, 1>());
+    else with_mode(std::integral_constant<int, 2>());
   }
 }
 
