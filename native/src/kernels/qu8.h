@@ -217,16 +217,38 @@ inline QDw3x3ClLayout ds_qu8_dw3x3_cl_layout(const Conv2dParams& p) {
   return l;
 }
 
-// The channel-rows 3x3 depthwise kernel (kernels/x86/qu8-dwconv3x3-avx512vnni.cc): one channel's
-// input padded with x_zp into rows of `pitch` bytes (the widest read of a valid output), plus slack
-// for the reads of the last 64-output block (at most 127 bytes past the last row's pitch).
+// The channel-rows 3x3 depthwise kernel (kernels/x86/qu8-dwconv3x3-avx512vnni.cc), same stride
+// (1 or 2) both ways: one channel's input padded with x_zp into plane rows (stride 2: the even and
+// the odd padded rows in two planes), outputs computed as a flat grid of rows of gw positions
+// (ow plus 2, or plus 1 at stride 2) into the workspace at grid_offset, then copied out.
 struct QDw3x3RowsLayout {
-  int64_t rows, pitch, bytes;
+  bool applies;
+  int64_t rows;         // padded input rows
+  int64_t row_bytes;    // bytes written per padded row (a multiple of 64, from the row's start)
+  int64_t pitch;        // plane row length: gw (stride 1) or 2 gw (stride 2)
+  int64_t gw;           // grid row length
+  int64_t grid_len;     // grid positions computed: 64-position blocks covering the outputs
+  int64_t odd_offset;   // stride 2: start of the odd rows' plane
+  int64_t grid_offset;  // start of the grid
+  int64_t bytes;        // workspace
 };
 inline QDw3x3RowsLayout ds_qu8_dw3x3_rows_layout(const Conv2dParams& p) {
-  QDw3x3RowsLayout l;
-  l.rows = (p.oh - 1) * p.stride_h + 3, l.pitch = (p.ow - 1) * p.stride_w + 3;
-  l.bytes = l.rows * l.pitch + 192;
+  QDw3x3RowsLayout l{};
+  l.applies = p.stride_h == p.stride_w && (p.stride_w == 1 || p.stride_w == 2);
+  const int64_t s = p.stride_w;
+  l.rows = (p.oh - 1) * s + 3;
+  l.gw = s == 1 ? p.ow + 2 : p.ow + 1;
+  l.pitch = s * l.gw;  // at least the (ow - 1) * s + 3 columns the outputs read
+  l.row_bytes = (std::max<int64_t>(p.pad_left + p.w, l.pitch) + 63) / 64 * 64;
+  l.grid_len = ((p.oh - 1) * l.gw + p.ow + 63) / 64 * 64;
+  // A plane holds its rows, the last row's 64-byte stores and the reads of the last grid block
+  // (kernel row 2 from row 2 (stride 1) or 1 (stride 2), up to 64 + 66 bytes past stride * g).
+  const int64_t plane_rows = s == 1 ? l.rows : (l.rows + 1) / 2;
+  const int64_t plane = (std::max((plane_rows - 1) * l.pitch + l.row_bytes,
+                                  (3 - s) * l.pitch + s * l.grid_len + 130) + 63) / 64 * 64;
+  l.odd_offset = plane;
+  l.grid_offset = (s == 1 ? 1 : 2) * plane;
+  l.bytes = l.grid_offset + l.grid_len;
   return l;
 }
 

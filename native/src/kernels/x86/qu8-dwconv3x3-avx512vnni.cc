@@ -455,13 +455,18 @@ void cl_block(const QConv2dParams& q, const QDw3x3ClLayout& l, const ClBlock& b,
 }
 
 // ---- channel rows ----
-// One channel at a time, from its input padded with x_zp into rows (rows_pad_plane; no
-// transposes). The dword at byte a of a row is [x_a, x_a+1, x_a+2, x_a+3], so vpdpbusd with the
-// dword [w0, w1, w2, 0] of a kernel row adds that row's taps of the output whose window starts at
-// a: the loads at 0, 1, 2, 3 (stride 1) give the outputs 4d + m in dword d of accumulator m, the
-// loads at 0, 2, 64, 66 (stride 2) the outputs 2d, 2d + 1, 32 + 2d, 33 + 2d; 64 outputs for 12
-// loads and 12 vpdpbusd. The saturating packs leave byte 4m + j of each 128-bit lane from dword j
-// of accumulator m, and one vpshufb (stride 2: and a vpermq) puts the 64 bytes in order.
+// One channel at a time, from its input padded with x_zp (rows_pad_plane; no transposes). The
+// dword at byte a of a padded row is [x_a, x_a+1, x_a+2, x_a+3], so vpdpbusd with the dword
+// [w0, w1, w2, 0] of a kernel row adds that row's taps to the output whose window starts at a.
+// The outputs run as one flat grid over the padded rows (QDw3x3RowsLayout): grid position
+// g = oy * gw + ox reads, for kernel row ky, byte stride * g of a plane row base (stride 1: the
+// padded rows, pitch gw, base row ky; stride 2: the even and the odd padded rows apart, pitch
+// 2 gw, bases even row 0, odd row 0, even row 1), so 64 consecutive positions take 12 loads and 12
+// vpdpbusd whatever the row width, and only the gw - ow columns past each row are wasted. The
+// loads at 0, 1, 2, 3 (stride 1) or 0, 2, 64, 66 (stride 2) give the positions 4d + m in dword d
+// of accumulator m (stride 2: 2d, 2d + 1, 32 + 2d, 33 + 2d); the saturating packs leave byte
+// 4m + j of each 128-bit lane from dword j of accumulator m, and one vpshufb (stride 2: and a
+// vpermq) puts the 64 bytes in order. The grid's rows are then copied out without their tails.
 
 // Lanes [lo, hi) of 64, clipped to 0..64.
 inline __mmask64 lanes64(int64_t lo, int64_t hi) {
@@ -485,17 +490,18 @@ ClRequant channel_requant(const ClConsts& k, int c) {
   return r;
 }
 
-// Channel xc into its padded plane (QDw3x3RowsLayout): rows of `pitch` bytes, x_zp outside the
-// input. Each row is written 64 bytes at a time from a masked load that takes x_zp outside the
-// input row; a row's last store runs into the next row, which overwrites it.
+// Channel xc padded into the planes of l: padded row r at plane row r (stride 1) or at even
+// row r / 2 or odd row r / 2 (stride 2); x_zp outside the input. Each row is written 64 bytes at
+// a time from a masked load that takes x_zp outside the input row; a row's last store runs into
+// the next row of its plane, written later, or into the plane's slack.
 void rows_pad_plane(const Conv2dParams& p, const QDw3x3RowsLayout& l, const __m512i zp, const uint8_t* xc,
-                    uint8_t* plane) {
+                    uint8_t* ws) {
   for (int64_t r = 0; r < l.rows; ++r) {
-    uint8_t* row = plane + r * l.pitch;
+    uint8_t* row = ws + (p.stride_w == 1 ? r * l.pitch : (r & 1) * l.odd_offset + (r >> 1) * l.pitch);
     const int64_t iy = r - p.pad_top;
     const bool inside = iy >= 0 && iy < p.h;
     const uint8_t* xr = xc + (inside ? iy : 0) * p.w;
-    for (int64_t i = 0; i < l.pitch; i += 64) {
+    for (int64_t i = 0; i < l.row_bytes; i += 64) {
       const __mmask64 m = inside ? lanes64(p.pad_left - i, p.pad_left + p.w - i) : 0;
       _mm512_storeu_si512(row + i, _mm512_mask_loadu_epi8(zp, m, xr + (i - p.pad_left)));
     }
@@ -504,7 +510,7 @@ void rows_pad_plane(const Conv2dParams& p, const QDw3x3RowsLayout& l, const __m5
 
 template <int kStride, int kMode>
 void rows_channel(const QConv2dParams& q, const QDw3x3RowsLayout& l, const ClConsts& k, const ClBlock& b, int c,
-                  const uint8_t* plane, uint8_t* yc) {
+                  const uint8_t* ws, uint8_t* yc) {
   const Conv2dParams& p = q.conv;
   // Byte 4m + j of a 128-bit lane after the packs: accumulator m, dword j (see above).
   const __m512i order = _mm512_broadcast_i32x4(
@@ -512,31 +518,31 @@ void rows_channel(const QConv2dParams& q, const QDw3x3RowsLayout& l, const ClCon
                    : _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15));
   const __m512i order2 = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
   constexpr int64_t offsets[4] = {0, kStride == 1 ? 1 : 2, kStride == 1 ? 2 : 64, kStride == 1 ? 3 : 66};
+  const uint8_t* base[3] = {ws, kStride == 1 ? ws + l.pitch : ws + l.odd_offset,
+                            kStride == 1 ? ws + 2 * l.pitch : ws + l.pitch};
   const __m512i bias = _mm512_set1_epi32(k.bias[c]);
   const __m512i w[3] = {_mm512_set1_epi32(k.wa[0][c]), _mm512_set1_epi32(k.wa[1][c]), _mm512_set1_epi32(k.wa[2][c])};
   const ClRequant r = channel_requant(k, c);
-  for (int64_t oy = 0; oy < p.oh; ++oy) {
-    const uint8_t* r0 = plane + oy * p.stride_h * l.pitch;
-    uint8_t* yr = yc + oy * p.ow;
-    for (int64_t ox0 = 0; ox0 < p.ow; ox0 += 64) {
-      __m512i acc[4] = {bias, bias, bias, bias};
+  uint8_t* grid = const_cast<uint8_t*>(ws) + l.grid_offset;
+  for (int64_t g0 = 0; g0 < l.grid_len; g0 += 64) {
+    __m512i acc[4] = {bias, bias, bias, bias};
 #pragma GCC unroll 3
-      for (int ky = 0; ky < 3; ++ky) {
-        const uint8_t* base = r0 + ky * l.pitch + ox0 * kStride;
+    for (int ky = 0; ky < 3; ++ky) {
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) {
-          acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_loadu_si512(base + offsets[i]), w[ky]);
-        }
-      }
-      const __m512i lo = _mm512_packs_epi32(requant_lanes<kMode>(acc[0], r, b), requant_lanes<kMode>(acc[1], r, b));
-      const __m512i hi = _mm512_packs_epi32(requant_lanes<kMode>(acc[2], r, b), requant_lanes<kMode>(acc[3], r, b));
-      __m512i out = _mm512_shuffle_epi8(_mm512_packus_epi16(lo, hi), order);
-      if (kStride == 2) out = _mm512_permutexvar_epi64(order2, out);
-      out = _mm512_min_epu8(_mm512_max_epu8(out, b.lo8), b.hi8);
-      const int64_t n = p.ow - ox0;
-      _mm512_mask_storeu_epi8(yr + ox0, n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, out);
+      for (int i = 0; i < 4; ++i)
+        acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_loadu_si512(base[ky] + kStride * g0 + offsets[i]), w[ky]);
     }
+    const __m512i lo = _mm512_packs_epi32(requant_lanes<kMode>(acc[0], r, b), requant_lanes<kMode>(acc[1], r, b));
+    const __m512i hi = _mm512_packs_epi32(requant_lanes<kMode>(acc[2], r, b), requant_lanes<kMode>(acc[3], r, b));
+    __m512i out = _mm512_shuffle_epi8(_mm512_packus_epi16(lo, hi), order);
+    if (kStride == 2) out = _mm512_permutexvar_epi64(order2, out);
+    _mm512_storeu_si512(grid + g0, _mm512_min_epu8(_mm512_max_epu8(out, b.lo8), b.hi8));
   }
+  for (int64_t oy = 0; oy < p.oh; ++oy)
+    for (int64_t i = 0; i < p.ow; i += 64) {
+      const __mmask64 m = lanes64(0, p.ow - i);
+      _mm512_mask_storeu_epi8(yc + oy * p.ow + i, m, _mm512_maskz_loadu_epi8(m, grid + oy * l.gw + i));
+    }
 }
 
 template <int kStride, int kMode>
@@ -594,15 +600,16 @@ namespace {
 void blocks_per_call(const QConv2dParams& q, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
                      uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1, bool rows) {
   ClConsts k;
-  cl_blocks(q, x, workspace, y, c0, c1, rows, [&](int64_t cb, int64_t nch) -> const ClConsts& {
+  cl_blocks(q, x, workspace, y, c0, c1, rows && ds_qu8_dw3x3_rows_layout(q.conv).applies, [&](int64_t cb, int64_t nch) -> const ClConsts& {
     pack_consts(q, w, ch, cb, nch, k);
     return k;
   });
 }
 
-// Channel rows where their 64-output blocks are mostly used: measured faster than channels in
-// lanes at 56 and 112 output columns, slower at 28 and below (bench_qconv dw).
-bool rows_win(const Conv2dParams& p) { return p.ow >= 48; }
+// Channel rows where the per-channel work (padding, constants, copying out) is small beside the
+// outputs: measured faster than channels in lanes from 28 output columns, slower at 14 and 7
+// (bench_qconv dw).
+bool rows_win(const Conv2dParams& p) { return ds_qu8_dw3x3_rows_layout(p).applies && p.ow >= 28; }
 
 }  // namespace
 
