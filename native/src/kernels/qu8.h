@@ -264,8 +264,9 @@ void ds_qu8_dwconv3x3__avx2(const QConv2dParams& p, const uint8_t* x, const int8
                             uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
                                   const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
-// 3x3, dilation 1, stride 1 or 2 across only: the channels-in-lanes kernel (QDw3x3ClLayout), and
-// the per-channel plane kernel; ds_qu8_dwconv3x3__avx512vnni picks one by shape.
+// 3x3, dilation 1, stride 1 or 2 across only: the channels-in-lanes kernel (QDw3x3ClLayout), the
+// channel-rows kernel (QDw3x3RowsLayout; channels in lanes where the strides differ), and the
+// per-channel plane kernel; ds_qu8_dwconv3x3__avx512vnni picks channel rows or lanes by shape.
 void ds_qu8_dwconv3x3_cl__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
                                      const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1);
 void ds_qu8_dwconv3x3_rows__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
@@ -274,8 +275,8 @@ void ds_qu8_dwconv3x3_rows__avx512vnni(const QConv2dParams& p, const uint8_t* x,
 void ds_qu8_dwconv3x3_planes__avx512vnni(const QConv2dParams& p, const uint8_t* x, const int8_t* w,
                                          const QChannelParams& ch, uint8_t* workspace, uint8_t* y, int64_t c0,
                                          int64_t c1);
-// The channels-in-lanes kernel with its per-channel constants (weights, bias, requantization)
-// packed once per session: packed_bytes is 0 when the shape does not run that kernel (then use
+// The channels-in-lanes or channel-rows kernel (picked as above) with its per-channel constants
+// (weights, bias, requantization) packed once per session: packed_bytes is 0 when the shape does not run that kernel (then use
 // dwconv); pack fills packed_bytes for all q.conv.c channels; c0 a multiple of 16, and c1 too
 // unless it is q.conv.c.
 int64_t ds_qu8_dw3x3_packed_bytes__avx512vnni(const QConv2dParams& p);

@@ -510,7 +510,7 @@ void rows_pad_plane(const Conv2dParams& p, const QDw3x3RowsLayout& l, const __m5
 
 template <int kStride, int kMode>
 void rows_channel(const QConv2dParams& q, const QDw3x3RowsLayout& l, const ClConsts& k, const ClBlock& b, int c,
-                  const uint8_t* ws, uint8_t* yc) {
+                  uint8_t* ws, uint8_t* yc) {
   const Conv2dParams& p = q.conv;
   // Byte 4m + j of a 128-bit lane after the packs: accumulator m, dword j (see above).
   const __m512i order = _mm512_broadcast_i32x4(
@@ -523,7 +523,7 @@ void rows_channel(const QConv2dParams& q, const QDw3x3RowsLayout& l, const ClCon
   const __m512i bias = _mm512_set1_epi32(k.bias[c]);
   const __m512i w[3] = {_mm512_set1_epi32(k.wa[0][c]), _mm512_set1_epi32(k.wa[1][c]), _mm512_set1_epi32(k.wa[2][c])};
   const ClRequant r = channel_requant(k, c);
-  uint8_t* grid = const_cast<uint8_t*>(ws) + l.grid_offset;
+  uint8_t* grid = ws + l.grid_offset;
   for (int64_t g0 = 0; g0 < l.grid_len; g0 += 64) {
     __m512i acc[4] = {bias, bias, bias, bias};
 #pragma GCC unroll 3
@@ -600,16 +600,18 @@ namespace {
 void blocks_per_call(const QConv2dParams& q, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
                      uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1, bool rows) {
   ClConsts k;
-  cl_blocks(q, x, workspace, y, c0, c1, rows && ds_qu8_dw3x3_rows_layout(q.conv).applies, [&](int64_t cb, int64_t nch) -> const ClConsts& {
+  const bool rows_apply = rows && ds_qu8_dw3x3_rows_layout(q.conv).applies;
+  cl_blocks(q, x, workspace, y, c0, c1, rows_apply, [&](int64_t cb, int64_t nch) -> const ClConsts& {
     pack_consts(q, w, ch, cb, nch, k);
     return k;
   });
 }
 
 // Channel rows where the per-channel work (padding, constants, copying out) is small beside the
-// outputs: measured faster than channels in lanes from 28 output columns, slower at 14 and 7
-// (bench_qconv dw).
-bool rows_win(const Conv2dParams& p) { return ds_qu8_dw3x3_rows_layout(p).applies && p.ow >= 28; }
+// outputs. In MobileNet V2 they win at 56 and 112 output columns; at 28 they win alone (bench_qconv
+// dw: 192 x 28 x 28 38 -> 35 us) but lose in the model (its per-node times, 0.044 -> 0.048 ms),
+// and lose at 14 and 7 in both.
+bool rows_win(const Conv2dParams& p) { return ds_qu8_dw3x3_rows_layout(p).applies && p.ow >= 48; }
 
 }  // namespace
 
@@ -637,7 +639,8 @@ void ds_qu8_dw3x3_pack__avx512vnni(const QConv2dParams& q, const int8_t* w, cons
 void ds_qu8_dwconv3x3_packed__avx512vnni(const QConv2dParams& q, const uint8_t* x, const void* packed,
                                          uint8_t* workspace, uint8_t* y, int64_t c0, int64_t c1) {
   const ClConsts* k = reinterpret_cast<const ClConsts*>((reinterpret_cast<uintptr_t>(packed) + 63) / 64 * 64);
-  cl_blocks(q, x, workspace, y, c0, c1, rows_win(q.conv), [&](int64_t cb, int64_t) -> const ClConsts& { return k[cb / 16]; });
+  cl_blocks(q, x, workspace, y, c0, c1, rows_win(q.conv),
+            [&](int64_t cb, int64_t) -> const ClConsts& { return k[cb / 16]; });
 }
 
 void ds_qu8_dwconv3x3__avx512vnni(const QConv2dParams& q, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
