@@ -13,6 +13,11 @@ namespace ds {
 namespace {
 constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Bytes of value v at the given shapes.
+size_t value_bytes(const Model& model, const std::vector<Shape>& shapes, uint32_t v) {
+  return size_t(element_count(shapes[v], model.values[v].name)) * dtype_size(model.values[v].dtype);
+}
 }  // namespace
 
 size_t assign_offsets(std::vector<BufferPlan>& buffers) {
@@ -242,17 +247,14 @@ void Session::plan_fusion(const std::vector<Shape>& shapes) {
 // those nodes write their outputs straight into the concat's output, at their slice, and the
 // concat is skipped. SqueezeNet's fire modules and ShuffleNet's units no longer copy their
 // outputs. Each slice must start on a 64-byte boundary (kernels may store aligned vectors).
-void Session::plan_concat_in_place(const std::vector<Shape>& shapes) {
+std::vector<Session::ConcatSlice> Session::plan_concat_in_place(const std::vector<Shape>& shapes) {
   const size_t node_count = model_.nodes.size();
-  slice_of_.assign(model_.values.size(), kAbsentInput);
-  slice_offset_.assign(model_.values.size(), 0);
+  std::vector<ConcatSlice> slices(model_.values.size());
   std::vector<size_t> writer(model_.values.size(), SIZE_MAX), readers(model_.values.size(), 0);
   for (size_t i = 0; i < node_count; ++i) {
-    const Node& node = model_.nodes[i];
-    for (uint32_t id : node.inputs)
+    for (uint32_t id : model_.nodes[i].inputs)
       if (id != kAbsentInput) ++readers[id];
-    if (skipped_[i]) continue;
-    writer[fused_residual_[i] != kAbsentInput ? fused_out_[i] : node.outputs[0]] = i;
+    if (!skipped_[i]) writer[written_value(i)] = i;
   }
   for (uint32_t id : model_.outputs) ++readers[id];
   for (size_t j = 0; j < node_count; ++j) {
@@ -262,25 +264,24 @@ void Session::plan_concat_in_place(const std::vector<Shape>& shapes) {
     const Shape& os = shapes[out];
     const int64_t axis = cat.params.axis < 0 ? cat.params.axis + int64_t(os.size()) : cat.params.axis;
     if (product(os, 0, size_t(axis)) != 1) continue;
-    const size_t elem = dtype_size(model_.values[out].dtype);
-    bool ok = true;
+    bool ok = true;  // each input read by this concat alone (so no other concat has placed it)
     size_t offset = 0;
     for (size_t k = 0; ok && k < cat.inputs.size(); ++k) {
       const uint32_t v = cat.inputs[k];
       const size_t w = writer[v];
-      ok = w != SIZE_MAX && w < j && readers[v] == 1 && slice_of_[v] == kAbsentInput &&
-           !(model_.nodes[w].op->id == 14 && skipped_[w]) && offset % kAlign == 0;
-      offset += size_t(element_count(shapes[v], model_.values[v].name)) * elem;
+      ok = w != SIZE_MAX && w < j && readers[v] == 1 && !(model_.nodes[w].op->id == 14 && skipped_[w]) &&
+           offset % kAlign == 0;
+      offset += value_bytes(model_, shapes, v);
     }
     if (!ok) continue;
     offset = 0;
     for (uint32_t v : cat.inputs) {
-      slice_of_[v] = out;
-      slice_offset_[v] = offset;
-      offset += size_t(element_count(shapes[v], model_.values[v].name)) * elem;
+      slices[v] = {out, offset};
+      offset += value_bytes(model_, shapes, v);
     }
     skipped_[j] = true;
   }
+  return slices;
 }
 
 // Lifetimes in node indices; every node output gets an arena slot that no buffer live at the same
@@ -291,7 +292,7 @@ void Session::plan() {
   planned_ = false;
   std::vector<Shape> shapes = infer_shapes(model_, input_shapes_);
   plan_fusion(shapes);
-  plan_concat_in_place(shapes);
+  const std::vector<ConcatSlice> slices = plan_concat_in_place(shapes);
   const size_t node_count = model_.nodes.size();
   std::vector<size_t> slot(model_.values.size(), SIZE_MAX);  // value -> index in plan
   std::vector<BufferPlan> plan;
@@ -299,29 +300,20 @@ void Session::plan() {
   for (size_t i = 0; i < node_count; ++i) {
     const Node& node = model_.nodes[i];
     const uint32_t node_out = node.outputs[0];
-    activation += size_t(element_count(shapes[node_out], model_.values[node_out].name)) *
-                  dtype_size(model_.values[node_out].dtype);
+    activation += value_bytes(model_, shapes, node_out);
     if (skipped_[i]) continue;
     max_inputs = std::max(max_inputs, std::max<size_t>(node.inputs.size(), size_t(node.op->residual_input)) + 1);
     for (uint32_t id : node.inputs)
       if (id != kAbsentInput && slot[id] != SIZE_MAX) plan[slot[id]].last = i;
     const uint32_t res = fused_residual_[i];
     if (res != kAbsentInput && slot[res] != SIZE_MAX) plan[slot[res]].last = i;
-    uint32_t out = res != kAbsentInput ? fused_out_[i] : node_out;
-    const uint32_t slice = out;
-    if (slice_of_[out] != kAbsentInput) {  // a slice of a concat's output: the first writer places it
-      out = slice_of_[out];
-      if (slot[out] == SIZE_MAX) {
-        slot[out] = plan.size();
-        plan.push_back({out, 0, size_t(element_count(shapes[out], model_.values[out].name)) *
-                                    dtype_size(model_.values[out].dtype), i, i});
-      }
-      slot[slice] = slot[out];
-      continue;
+    const uint32_t written = written_value(i);
+    const uint32_t out = slices[written].concat != kAbsentInput ? slices[written].concat : written;
+    if (slot[out] == SIZE_MAX) {  // a concat's output placed in place gets its slot at its first writer
+      slot[out] = plan.size();
+      plan.push_back({out, 0, value_bytes(model_, shapes, out), i, i});
     }
-    const size_t bytes = size_t(element_count(shapes[out], model_.values[out].name)) * dtype_size(model_.values[out].dtype);
-    slot[out] = plan.size();
-    plan.push_back({out, 0, bytes, i, i});
+    slot[written] = slot[out];
   }
   for (uint32_t id : model_.outputs)
     if (slot[id] != SIZE_MAX) plan[slot[id]].last = node_count;
@@ -332,8 +324,8 @@ void Session::plan() {
   std::vector<float*> buffers(model_.values.size(), nullptr);
   for (const BufferPlan& b : plan) buffers[b.value] = base + b.offset / sizeof(float);
   for (size_t v = 0; v < buffers.size(); ++v)
-    if (slice_of_[v] != kAbsentInput)
-      buffers[v] = reinterpret_cast<float*>(reinterpret_cast<char*>(buffers[slice_of_[v]]) + slice_offset_[v]);
+    if (slices[v].concat != kAbsentInput)
+      buffers[v] = reinterpret_cast<float*>(reinterpret_cast<char*>(buffers[slices[v].concat]) + slices[v].offset);
   scratch_.reserve(max_inputs);
 
   // One workspace for the prepared ops: the largest any of them needs for these shapes.
@@ -392,7 +384,7 @@ void Session::run() {
       while (scratch_.size() < size_t(node.op->residual_input)) scratch_.push_back({nullptr, nullptr});
       scratch_.push_back({value_data(res), &shapes_[res], model_.values[res].dtype});
     }
-    const uint32_t out = res != kAbsentInput ? fused_out_[i] : node.outputs[0];
+    const uint32_t out = written_value(i);
     const OpParams& params = res != kAbsentInput ? fused_params_[i] : node.params;
     const bool timed = !profile_ns_.empty();
     const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};

@@ -77,9 +77,17 @@ class Session {
   // conv2d -> add (and qconv2d -> qadd) pairs run as one conv with the add's other operand as its
   // residual.
   void plan_fusion(const std::vector<Shape>& shapes);
-  // Concats whose inputs can be written straight into their slices of the output (sets slice_of_
-  // and skips the concat).
-  void plan_concat_in_place(const std::vector<Shape>& shapes);
+  // Concats whose inputs can be written straight into their slices of the output: per value, the
+  // concat output it is a slice of (else kAbsentInput) and where; such a concat is skipped.
+  struct ConcatSlice {
+    uint32_t concat = kAbsentInput;
+    size_t offset = 0;  // bytes into the concat's output
+  };
+  std::vector<ConcatSlice> plan_concat_in_place(const std::vector<Shape>& shapes);
+  // The value node i writes: the fused add's output, or its own.
+  uint32_t written_value(size_t i) const {
+    return fused_residual_[i] != kAbsentInput ? fused_out_[i] : model_.nodes[i].outputs[0];
+  }
   const float* value_data(uint32_t id) const;
 
   const Model& model_;
@@ -104,10 +112,6 @@ class Session {
   std::vector<uint32_t> fused_residual_, fused_out_;
   std::vector<OpParams> fused_params_;
   std::vector<bool> skipped_;
-  // Per value, from plan_concat_in_place: the concat output it is a slice of (else kAbsentInput)
-  // and the slice's byte offset in it. Such a value gets no buffer of its own.
-  std::vector<uint32_t> slice_of_;
-  std::vector<size_t> slice_offset_;
   std::unique_ptr<ThreadPool> pool_;  // threads_ > 1 only
   HugePageBuffer workspace_storage_;  // scratch of prepared ops (OpDef::workspace_floats)
   float* workspace_ = nullptr;        // in workspace_storage_

@@ -282,7 +282,7 @@ struct Direct1x1Split {
 };
 
 Direct1x1Split split_direct_1x1(const GemmKernels& g, int64_t m, int64_t n, int threads) {
-  const int64_t panels = ceil_div(n, g.nr), m_tiles = ceil_div(m, g.mr), want = threads > 1 ? 4 * threads : 1;
+  const int64_t panels = ceil_div(n, g.nr), m_tiles = ceil_div(m, g.mr), want = threads > 1 ? kPiecesPerThread * threads : 1;
   int64_t col_panels = panels, row_tiles = m_tiles;
   if (want > 1) {
     if (panels >= want) col_panels = ceil_div(panels, want);
@@ -839,7 +839,7 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     const float* xb = x + b * in_image;
     float* yb = out + b * out_image;
     const float* rb = res ? res + b * out_image : nullptr;
-    const int64_t per_task = std::max<int64_t>(1, c.c / (4 * threads));
+    const int64_t per_task = items_per_piece(c.c, threads);
     parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(c.c * q.hp * q.wp, kMinParallelFloats),
              [&](int64_t task, int) {
                winograd_pad(c, q, xb, task * per_task, std::min(c.c, (task + 1) * per_task), padded);
@@ -902,8 +902,8 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     }
     float* v = ctx.workspace + q.pad_floats;
     float* m = v + q.v_floats;
-    const int64_t per_in = std::max<int64_t>(1, c.c / (4 * threads));
-    const int64_t per_out = std::max<int64_t>(1, c.o / (4 * threads));
+    const int64_t per_in = items_per_piece(c.c, threads);
+    const int64_t per_out = items_per_piece(c.o, threads);
     for (int64_t blk = 0; blk < q.blocks; ++blk) {
       parallel(ctx.pool, ceil_div(c.c, per_in), work_or_inline(kTiles * c.c * q.nb, kMinParallelFloats),
                [&](int64_t task, int) { input(blk, task * per_in, std::min(c.c, (task + 1) * per_in), v); });
@@ -976,7 +976,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         // The pixels the 1x1 window visits, as a compact [C, OH*OW] plane.
         float* sub = wsb;
         blocks_ws = sub + round16(c.c * n);
-        const int64_t per_task = std::max<int64_t>(1, c.c / (4 * nth));
+        const int64_t per_task = items_per_piece(c.c, nth);
         parallel(tp, ceil_div(c.c, per_task), work_or_inline(c.c * n, kMinParallelFloats), [&](int64_t task, int) {
           for (int64_t ci = task * per_task, c1 = std::min(c.c, ci + per_task); ci < c1; ++ci)
             for (int64_t oy = 0; oy < c.oh; ++oy) {
@@ -1028,7 +1028,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       float* yt = cols + round16(gemm_packed_a_size(g, n, s->k));
       const PaddedPlane pq = padded_plane(c);
       const int64_t panels = ceil_div(n, g.mr);
-      const int64_t per_task = std::max<int64_t>(1, panels / (4 * nth));
+      const int64_t per_task = items_per_piece(panels, nth);
       // A 1x1 stride-1 layer's im2col^T is the input plane transposed: the GEMM reads it in place
       // (A with adjacent rows, f32-gemm-driver.h) instead of a packed copy (~12% of MobileNet V2's
       // 960->320 at 7x7).
@@ -1037,7 +1037,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         const float* pg = xb + gi * cg * pq.hp * pq.wp;
         if (pq.copy) {  // the group's channels, into the head of the workspace (the GEMM's afterwards)
           float* pp = wsb;
-          const int64_t per_ch = std::max<int64_t>(1, cg / (4 * nth));
+          const int64_t per_ch = items_per_piece(cg, nth);
           parallel(tp, ceil_div(cg, per_ch), work_or_inline(cg * pq.hp * pq.wp, kMinParallelFloats), [&](int64_t task, int) {
             const int64_t c0 = gi * cg + task * per_ch;
             pad_plane(c, pq, xb, c0, std::min((gi + 1) * cg, c0 + per_ch), pp);
@@ -1087,7 +1087,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     const bool implicit = implicit_rows(g, c, s->m, s->k), wrap = implicit && c.ow >= kRowsMinWidth;
     const Phases ph = column_phases(c, wrap);
     float* phases = wsb;
-    const int64_t per_ch = std::max<int64_t>(1, c.c / (4 * nth));
+    const int64_t per_ch = items_per_piece(c.c, nth);
     parallel(tp, ceil_div(c.c, per_ch), work_or_inline(c.c * ph.floats(), kMinParallelFloats), [&](int64_t task, int) {
       build_phases(c, ph, xb, task * per_ch, std::min(c.c, (task + 1) * per_ch), phases);
     });
@@ -1160,7 +1160,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         });
       }
       // [o, oh * wq] -> [o, oh * ow], with the residual (and then the activation) if any.
-      const int64_t per_o = std::max<int64_t>(1, c.o / (4 * nth));
+      const int64_t per_o = items_per_piece(c.o, nth);
       parallel(tp, ceil_div(c.o, per_o), work_or_inline(c.o * n, kMinParallelFloats), [&](int64_t task, int) {
         for (int64_t o = task * per_o, o1 = std::min(c.o, o + per_o); o < o1; ++o)
           for (int64_t oy = 0; oy < c.oh; ++oy) {

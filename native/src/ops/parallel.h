@@ -13,6 +13,11 @@ namespace ds {
 // machine) the caller runs most of the work instead of waiting for a whole half of it.
 constexpr int64_t kPiecesPerThread = 4;
 
+// Items per piece when n items are cut into about kPiecesPerThread pieces per thread (at least 1).
+inline int64_t items_per_piece(int64_t n, int threads) {
+  return std::max<int64_t>(1, n / (kPiecesPerThread * threads));
+}
+
 // Calls fn(begin, end) on pieces of [0, n) that cover it: one per thread, each a multiple of
 // `align` items long (but the last), or the whole range inline when there is one thread or fewer
 // than min_items items (the hand-off then costs more than it saves). One piece per thread, not
