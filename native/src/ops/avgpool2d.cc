@@ -18,12 +18,8 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
                     k.avgpool2d);
 }
 
-void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable& k) {
-  run_prepared(p, {nullptr, nullptr}, in, out, os, k);
-}
-
 }  // namespace
 
-extern const OpDef kAvgPool2dOp = {4, "avgpool2d", 1, 1, parse, infer_shape, run, false, nullptr, nullptr, run_prepared};
+extern const OpDef kAvgPool2dOp = {4, "avgpool2d", 1, 1, parse, infer_shape, nullptr, false, nullptr, nullptr, run_prepared};
 
 }  // namespace ds

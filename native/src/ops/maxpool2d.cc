@@ -22,13 +22,9 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
   else pool2d_run_planes(ctx.pool, q, in[0].data, static_cast<float*>(out), k.maxpool2d);
 }
 
-void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Shape& os, const KernelTable& k) {
-  run_prepared(p, {nullptr, nullptr}, in, out, os, k);
-}
-
 }  // namespace
 
-extern const OpDef kMaxPool2dOp = {3,    "maxpool2d", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8,
+extern const OpDef kMaxPool2dOp = {3, "maxpool2d", 1, 1, parse, infer_shape, nullptr, false, same_dtype_f32_or_u8,
                                    nullptr, run_prepared};
 
 }  // namespace ds

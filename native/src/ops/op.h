@@ -107,7 +107,8 @@ struct OpDef {
   // inputs[i] is null for an absent optional input. Throws DS_ERR_SHAPE naming node and shapes.
   Shape (*infer_shape)(const OpParams& p, const std::vector<const Shape*>& inputs,
                        const std::string& node);
-  // Must not allocate: the session runs the graph without allocating.
+  // Must not allocate: the session runs the graph without allocating. Null when the op has
+  // run_prepared.
   void (*run)(const OpParams& p, const std::vector<OpInput>& inputs, float* out, const Shape& out_shape,
               const KernelTable& kernels);
   // Every input is required (concat); otherwise inputs from min_inputs on are optional.
