@@ -3,6 +3,7 @@
 // outputs (261), stride 1 and 2, pads 0 and 1, every activation code, 1-3 planes per call with and
 // without bias; then small planes (the AVX-512 flat path: up to 8 vectors of output) with every
 // padding 0..2 on each side.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <string>
@@ -104,6 +105,56 @@ TEST(dwconv3x3_reference_on_known_values) {
   CHECK_NEAR(y[2], 25, 0);
   CHECK_NEAR(y[3], 29, 0);
 }
+
+// Bands of output rows (ds::dwconv3x3_rows) into an output with a wider plane stride, as conv2d's
+// fused depthwise -> 1x1 runs them: bit for bit the whole-plane call of the same level.
+void check_bands(ds::Isa isa) {
+  if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
+  const ds::DwConv3x3Fn fn = ds::kernels_for(isa).dwconv3x3;
+  tiny::Rng rng(5);
+  const int64_t sizes[] = {1, 2, 3, 7, 9, 16, 17, 31, 56, 57, 112};
+  int cases = 0;
+  for (int64_t h : sizes)
+    for (int64_t w : sizes)
+      for (int64_t stride = 1; stride <= 2; ++stride)
+        for (int64_t pad = 0; pad <= 1; ++pad) {
+          if (h + 2 * pad < 3 || w + 2 * pad < 3) continue;
+          ds::DwConv3x3Params p;
+          p.h = h, p.w = w, p.stride = stride, p.pad_top = pad, p.pad_left = pad;
+          p.oh = (h + 2 * pad - 3) / stride + 1;
+          p.ow = (w + 2 * pad - 3) / stride + 1;
+          random_act(p, rng);
+          const int64_t planes = 1 + int64_t(rng.below(3)), rows = 1 + int64_t(rng.below(10));
+          const int64_t in = h * w, out = p.oh * p.ow, band = rows * p.ow + int64_t(rng.below(20));
+          std::vector<float> x(size_t(in * planes)), wt(size_t(9 * planes)), bias(static_cast<size_t>(planes));
+          for (float& v : x) v = rng.uniform(-1, 1);
+          for (float& v : wt) v = rng.uniform(-1, 1);
+          for (float& v : bias) v = rng.uniform(-1, 1);
+          std::vector<float> want(size_t(out * planes)), got(size_t(band * planes), -7.0f);
+          fn(p, planes, x.data(), wt.data(), bias.data(), want.data());
+          bool same = true;
+          for (int64_t r0 = 0; r0 < p.oh; r0 += rows) {
+            const int64_t r1 = std::min(p.oh, r0 + rows);
+            int64_t xo = 0, yo = 0;
+            ds::DwConv3x3Params q = ds::dwconv3x3_rows(p, r0, r1, &xo, &yo);
+            q.y_plane = band;
+            std::fill(got.begin(), got.end(), -7.0f);
+            fn(q, planes, x.data() + xo, wt.data(), bias.data(), got.data());
+            for (int64_t c = 0; c < planes; ++c)
+              for (int64_t i = 0; i < (r1 - r0) * p.ow; ++i)
+                same = same && got[size_t(c * band + i)] == want[size_t(c * out + yo + i)];
+            for (int64_t c = 0; c < planes; ++c)  // nothing written past the band's rows
+              for (int64_t i = (r1 - r0) * p.ow; i < band; ++i) same = same && got[size_t(c * band + i)] == -7.0f;
+          }
+          CHECK_MSG(same, describe(isa, p, planes) + " rows=" + std::to_string(rows));
+          ++cases;
+        }
+  CHECK(cases > 300);
+}
+
+TEST(dwconv3x3_scalar_bands_match_whole_planes) { check_bands(ds::Isa::kScalar); }
+TEST(dwconv3x3_avx2_bands_match_whole_planes) { check_bands(ds::Isa::kAvx2); }
+TEST(dwconv3x3_avx512_bands_match_whole_planes) { check_bands(ds::Isa::kAvx512); }
 
 TEST(dwconv3x3_avx2_matches_reference) { check_level(ds::Isa::kAvx2); }
 TEST(dwconv3x3_avx512_matches_reference) { check_level(ds::Isa::kAvx512); }

@@ -6,7 +6,7 @@ namespace ds {
 
 void ds_f32_dwconv3x3__scalar(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w,
                               const float* bias, float* y) {
-  for (int64_t c = 0; c < planes; ++c, x += p.h * p.w, w += 9, y += p.oh * p.ow) {
+  for (int64_t c = 0; c < planes; ++c, x += p.in_plane(), w += 9, y += p.out_plane()) {
     const float b = bias ? bias[c] : 0.0f;
     for (int64_t oy = 0; oy < p.oh; ++oy)
       for (int64_t ox = 0; ox < p.ow; ++ox) {

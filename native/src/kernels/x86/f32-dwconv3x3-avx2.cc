@@ -161,7 +161,7 @@ void plane(const DwConv3x3Params& p, const float* x, const float* w, float bias,
 void ds_f32_dwconv3x3__avx2(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w,
                             const float* bias, float* y) {
   for (int64_t c = 0; c < planes; ++c)
-    plane(p, x + c * p.h * p.w, w + 9 * c, bias ? bias[c] : 0.0f, y + c * p.oh * p.ow);
+    plane(p, x + c * p.in_plane(), w + 9 * c, bias ? bias[c] : 0.0f, y + c * p.out_plane());
 }
 
 }  // namespace ds

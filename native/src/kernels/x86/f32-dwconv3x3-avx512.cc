@@ -412,7 +412,7 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
     for (int64_t ox0 = 0, q = 0; ox0 < p.ow; ox0 += 16, ++q)
       for (int kx = 0; kx < 3; ++kx) m[3 * q + kx] = row_mask(ox0 - p.pad_left + kx, p.w);
   for (int64_t c = 0; c < planes; ++c) {
-    pl.x = x + c * p.h * p.w, pl.y = y + c * p.oh * p.ow;
+    pl.x = x + c * p.in_plane(), pl.y = y + c * p.out_plane();
     for (int t = 0; t < 9; ++t) pl.wv[t] = _mm512_set1_ps(w[9 * c + t]);
     pl.bias = _mm512_set1_ps(bias ? bias[c] : 0.0f);
     if (flat7)
