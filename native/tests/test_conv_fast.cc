@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/dispatch.h"
 #include "core/model.h"
 #include "core/session.h"
 #include "harness.h"
@@ -400,6 +401,91 @@ TEST(conv2d_add_fusion_matches_reference) {
     ++index;
   }
   unsetenv("DS_CONV_WINOGRAD");
+}
+
+// Depthwise 3x3 -> 1x1 (-> add), which the session runs as one 1x1 node over bands of the
+// depthwise output's rows when that output is large (at least 256K floats per image) and read by
+// the 1x1 alone: bit for bit the two nodes run apart (the same graph with the depthwise output
+// also a graph output), at every level and 1-3 threads; odd sizes, stride 1 and 2, batch 2,
+// a last band of fewer rows, bias or none, activations on both nodes, a residual.
+struct DwPw {
+  int64_t n, c, h, w, o, stride, pad;
+  bool dw_bias;
+  int dw_act, pw_act;
+  bool residual;
+};
+
+dsw::File depthwise_1x1_file(const DwPw& p, tiny::Rng& rng, bool dw_is_output, int64_t oh, int64_t ow) {
+  dsw::File f;
+  const uint32_t x = f.add_value("x", {-1, p.c, p.h, p.w});
+  f.inputs = {x};
+  std::vector<uint32_t> dw_in = {x, f.add_constant(dsw::dense_tensor("dw_w", {uint64_t(p.c), 1, 3, 3},
+                                                                       opt::random_vec(rng, size_t(p.c * 9))))};
+  if (p.dw_bias) dw_in.push_back(f.add_constant(dsw::dense_tensor("dw_b", {uint64_t(p.c)}, opt::random_vec(rng, size_t(p.c)))));
+  const uint32_t pw_w = f.add_constant(dsw::dense_tensor("pw_w", {uint64_t(p.o), uint64_t(p.c), 1, 1},
+                                                         opt::random_vec(rng, size_t(p.o * p.c))));
+  const uint32_t pw_b = f.add_constant(dsw::dense_tensor("pw_b", {uint64_t(p.o)}, opt::random_vec(rng, size_t(p.o))));
+  std::vector<dsw::Attr> dw_attrs = {dsw::attr_ints("strides", {p.stride, p.stride}),
+                                     dsw::attr_ints("pads", {p.pad, p.pad, p.pad, p.pad}), dsw::attr_int("group", p.c)};
+  for (const dsw::Attr& a : act_attrs(p.dw_act)) dw_attrs.push_back(a);
+  const uint32_t y = f.add_value("y", {1}), z = f.add_value("z", {1});
+  f.add_node(1, "dw", dw_in, y, dw_attrs);
+  f.add_node(1, "pw", {y, pw_w, pw_b}, z, p.residual ? std::vector<dsw::Attr>{} : act_attrs(p.pw_act));
+  f.outputs = {z};
+  if (p.residual) {
+    const uint32_t skip_in = f.add_value("skip", {-1, p.o, oh, ow}), sum = f.add_value("sum", {1});
+    f.inputs.push_back(skip_in);
+    f.add_node(10, "add", {z, skip_in}, sum, act_attrs(p.pw_act));
+    f.outputs = {sum};
+  }
+  if (dw_is_output) f.outputs.push_back(y);
+  return f;
+}
+
+TEST(conv2d_depthwise_1x1_fusion_matches_the_two_nodes) {
+  tiny::Rng rng(23);
+  //          n   c    h    w   o  s  pad  dw_bias dw_act pw_act residual
+  const DwPw cases[] = {
+      {1, 21, 113, 111, 10, 1, 1, true, 2, 0, false},   // odd sizes, last band of 1 row, relu6
+      {1, 24, 226, 223, 17, 2, 1, false, 1, 6, false},  // stride 2, m = mr + 5, no depthwise bias
+      {2, 32, 96, 90, 16, 1, 1, true, 3, 0, true},      // batch 2, a residual, leaky relu
+      {1, 20, 118, 115, 13, 1, 0, true, 4, 7, false},   // unpadded; sigmoid and tanh (scalar passes)
+      {1, 21, 229, 230, 24, 2, 0, true, 2, 1, true},    // stride 2 unpadded, a residual
+  };
+  int index = 0;
+  for (const DwPw& p : cases) {
+    const std::string what = "depthwise 1x1 case " + std::to_string(index++);
+    const int64_t oh = (p.h + 2 * p.pad - 3) / p.stride + 1, ow = (p.w + 2 * p.pad - 3) / p.stride + 1;
+    REQUIRE_MSG(p.c * oh * ow >= 256 * 1024, what + ": too small to be fused");
+    tiny::Rng weights_a = rng, weights_b = rng;  // the same weights in both graphs
+    const dsw::File fused = depthwise_1x1_file(p, weights_a, false, oh, ow);
+    const dsw::File apart = depthwise_1x1_file(p, weights_b, true, oh, ow);
+    rng = weights_a;
+    std::vector<std::vector<float>> xs = {opt::random_vec(rng, size_t(p.n * p.c * p.h * p.w))};
+    std::vector<Dims> shapes = {{p.n, p.c, p.h, p.w}};
+    if (p.residual) {
+      xs.push_back(opt::random_vec(rng, size_t(p.n * p.o * oh * ow)));
+      shapes.push_back({p.n, p.o, oh, ow});
+    }
+    {  // fused on this machine's best level when it has gemm_rows (AVX-512): no buffer for the depthwise output
+      const dsw::Bytes bytes = dsw::serialize(fused);
+      std::unique_ptr<ds::Model> model = ds::load_model(bytes.data(), bytes.size());
+      ds::Session session(*model, 1);
+      for (size_t k = 0; k < xs.size(); ++k) session.set_input(k, xs[k].data(), shapes[k]);
+      if (ds::kernels_for(ds::active_isa()).gemm->gemm_rows)
+        CHECK_MSG(session.buffer_plan().size() == 1u, what + ": plan of " + std::to_string(session.buffer_plan().size()));
+    }
+    for (const char* isa : kIsas) {
+      const Run want = run_with(apart, xs, shapes, isa, 1);
+      if (isa_missing(want)) break;
+      REQUIRE_MSG(want.status == DS_OK, what + " " + isa + ": " + want.error);
+      for (int threads : {1, 2, 3}) {
+        const Run r = run_with(fused, xs, shapes, isa, threads);
+        REQUIRE_MSG(r.status == DS_OK, what + " " + isa + ": " + r.error);
+        CHECK_MSG(r.y == want.y, what + " " + isa + " threads " + std::to_string(threads) + ": differs from the two nodes");
+      }
+    }
+  }
 }
 
 TEST(conv2d_weight_from_an_input_runs_the_reference) {

@@ -195,6 +195,7 @@ void Session::plan_fusion(const std::vector<Shape>& shapes) {
   const size_t node_count = model_.nodes.size();
   fused_residual_.assign(node_count, kAbsentInput);
   fused_out_.assign(node_count, kAbsentInput);
+  fused_producer_.assign(node_count, SIZE_MAX);
   fused_params_.assign(node_count, OpParams{});
   skipped_.assign(node_count, false);
   std::vector<size_t> producer(model_.values.size(), SIZE_MAX), readers(model_.values.size(), 0);
@@ -238,6 +239,33 @@ void Session::plan_fusion(const std::vector<Shape>& shapes) {
       skipped_[j] = true;
       break;
     }
+  }
+  plan_producer_fusion(shapes, producer, readers);
+}
+
+// A prepared node whose first input is the output of an earlier node of the same op, read by it
+// alone, runs that node's work too when its op says it can (OpDef::fuse_producer; conv2d: a
+// depthwise 3x3 before a 1x1, computed in bands of rows that stay in cache); the producer is
+// skipped. Both keep their other fusions: the consumer may still run a following add.
+void Session::plan_producer_fusion(const std::vector<Shape>& shapes, const std::vector<size_t>& producer,
+                                   const std::vector<size_t>& readers) {
+  std::vector<const Shape*> in_shapes;
+  for (size_t i = 0; i < model_.nodes.size(); ++i) {
+    const Node& node = model_.nodes[i];
+    if (!node.op->fuse_producer || !states_[i] || node.inputs.empty() || node.inputs[0] == kAbsentInput) continue;
+    const uint32_t x = node.inputs[0];
+    const size_t d = producer[x];
+    if (d == SIZE_MAX || readers[x] != 1 || skipped_[d] || fused(d) || !states_[d]) continue;
+    const Node& prev = model_.nodes[d];
+    if (prev.op != node.op || model_.values[x].dtype != kDtypeF32) continue;
+    in_shapes.clear();
+    for (uint32_t id : prev.inputs) in_shapes.push_back(id == kAbsentInput ? nullptr : &shapes[id]);
+    OpParams params = fused(i) ? fused_params_[i] : node.params;
+    if (!node.op->fuse_producer(node.params, states_[i].get(), prev.params, states_[d].get(), in_shapes, &params))
+      continue;
+    fused_params_[i] = std::move(params);
+    fused_producer_[i] = d;
+    skipped_[d] = true;
   }
 }
 
@@ -305,6 +333,12 @@ void Session::plan() {
     max_inputs = std::max(max_inputs, std::max<size_t>(node.inputs.size(), size_t(node.op->residual_input)) + 1);
     for (uint32_t id : node.inputs)
       if (id != kAbsentInput && slot[id] != SIZE_MAX) plan[slot[id]].last = i;
+    if (fused_producer_[i] != SIZE_MAX) {  // the producer's inputs are read at this node
+      const std::vector<uint32_t>& pin = model_.nodes[fused_producer_[i]].inputs;
+      max_inputs = std::max(max_inputs, size_t(node.op->producer_input) + pin.size());
+      for (uint32_t id : pin)
+        if (id != kAbsentInput && slot[id] != SIZE_MAX) plan[slot[id]].last = i;
+    }
     const uint32_t res = fused_residual_[i];
     if (res != kAbsentInput && slot[res] != SIZE_MAX) plan[slot[res]].last = i;
     const uint32_t written = written_value(i);
@@ -336,7 +370,8 @@ void Session::plan() {
     if (!node.op->workspace_floats || !states_[i]) continue;
     in_shapes.clear();
     for (uint32_t id : node.inputs) in_shapes.push_back(id == kAbsentInput ? nullptr : &shapes[id]);
-    const int64_t n = node.op->workspace_floats(node.params, states_[i].get(), in_shapes, shapes[node.outputs[0]], threads_);
+    const OpParams& params = fused(i) ? fused_params_[i] : node.params;
+    const int64_t n = node.op->workspace_floats(params, states_[i].get(), in_shapes, shapes[node.outputs[0]], threads_);
     workspace = std::max(workspace, size_t(n));
   }
   if (workspace > workspace_floats_) {
@@ -372,7 +407,7 @@ void Session::run() {
   require_bound();
   if (!planned_) plan();
   for (size_t i = 0; i < model_.nodes.size(); ++i) {
-    if (skipped_[i]) continue;  // an add run by the conv2d before it
+    if (skipped_[i]) continue;  // an add run by the conv2d before it, a producer run by its reader
     const Node& node = model_.nodes[i];
     scratch_.clear();  // capacity reserved by plan(): no allocation
     for (uint32_t id : node.inputs) {
@@ -384,8 +419,15 @@ void Session::run() {
       while (scratch_.size() < size_t(node.op->residual_input)) scratch_.push_back({nullptr, nullptr});
       scratch_.push_back({value_data(res), &shapes_[res], model_.values[res].dtype});
     }
+    if (fused_producer_[i] != SIZE_MAX) {  // at the op's producer slot, after the residual's
+      while (scratch_.size() < size_t(node.op->producer_input)) scratch_.push_back({nullptr, nullptr});
+      for (uint32_t id : model_.nodes[fused_producer_[i]].inputs) {
+        if (id == kAbsentInput) scratch_.push_back({nullptr, nullptr});
+        else scratch_.push_back({value_data(id), &shapes_[id], model_.values[id].dtype});
+      }
+    }
     const uint32_t out = written_value(i);
-    const OpParams& params = res != kAbsentInput ? fused_params_[i] : node.params;
+    const OpParams& params = fused(i) ? fused_params_[i] : node.params;
     const bool timed = !profile_ns_.empty();
     const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (node.op->run_prepared)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -75,8 +76,12 @@ class Session {
   void require_bound() const;
   void plan();  // shapes + arena for the bound input shapes
   // conv2d -> add (and qconv2d -> qadd) pairs run as one conv with the add's other operand as its
-  // residual.
+  // residual; then nodes that run their producer too (OpDef::fuse_producer: depthwise -> 1x1).
   void plan_fusion(const std::vector<Shape>& shapes);
+  void plan_producer_fusion(const std::vector<Shape>& shapes, const std::vector<size_t>& producer,
+                            const std::vector<size_t>& readers);
+  // Whether node i runs with fused_params_[i] (it fuses an add or its producer) or its own.
+  bool fused(size_t i) const { return fused_residual_[i] != kAbsentInput || fused_producer_[i] != SIZE_MAX; }
   // Concats whose inputs can be written straight into their slices of the output: per value, the
   // concat output it is a slice of (else kAbsentInput) and where; such a concat is skipped.
   struct ConcatSlice {
@@ -110,6 +115,8 @@ class Session {
   // kAbsentInput), writes fused_out_ with fused_params_ (the add's activation, or for qconv2d the
   // qadd's parameters); the add is skipped.
   std::vector<uint32_t> fused_residual_, fused_out_;
+  // Per node: the node whose work it runs too (OpDef::fuse_producer; that node is skipped), or SIZE_MAX.
+  std::vector<size_t> fused_producer_;
   std::vector<OpParams> fused_params_;
   std::vector<bool> skipped_;
   std::unique_ptr<ThreadPool> pool_;  // threads_ > 1 only

@@ -64,6 +64,14 @@ struct OpParams {
     int32_t a_zp = 0, b_zp = 0, y_zp = 0, act_min = 0, act_max = 255, shift = 0;
     int64_t a_mult = 0, b_mult = 0;
   } qadd;
+  // Not an attribute: a depthwise 3x3 conv2d the session runs inside this 1x1 conv2d band by band
+  // (OpDef::fuse_producer): its output, read by this node alone, is never materialized. Its
+  // input, weight and bias come at OpDef::producer_input, its window and activation here.
+  struct FusedDepthwise {
+    bool on = false;
+    int64_t stride = 1, pad_top = 0, pad_left = 0;
+    Activation act;
+  } depthwise;
   // Not an attribute: the kernel the session was asked to prepare this node with (one of its
   // OpDef::kernels; empty: the op's own rule). Set by the session from the per-node kernel
   // choices (ds_session_options.kernels), read by prepare only.
@@ -139,6 +147,15 @@ struct OpDef {
   // this op's epilogue; absent optional inputs before it are passed as null). Never an input of a
   // graph node: inputs up to max_inputs only. -1: the op takes none.
   int residual_input = -1;
+  // Optional, with run_prepared: whether this prepared node (p, state; `fused` is its params so far)
+  // can run the node before it, of the same op (producer_p, producer_state, producer_in: that node's
+  // input shapes), within its own run, when that node's output is read by this node alone. If so it
+  // records the producer in *fused and returns true; the session then passes the producer's inputs
+  // at producer_input (absent optional inputs before it as null), skips the producer, and the
+  // producer's output is never allocated (input 0 arrives with its shape and null data).
+  bool (*fuse_producer)(const OpParams& p, const void* state, const OpParams& producer_p, const void* producer_state,
+                        const std::vector<const Shape*>& producer_in, OpParams* fused) = nullptr;
+  int producer_input = -1;
 };
 
 // The op with this id, or null.
