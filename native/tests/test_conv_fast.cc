@@ -403,23 +403,34 @@ TEST(conv2d_add_fusion_matches_reference) {
   unsetenv("DS_CONV_WINOGRAD");
 }
 
-// Depthwise 3x3 -> 1x1 (-> add), which the session runs as one 1x1 node over bands of the
-// depthwise output's rows when that output is large (at least 256K floats per image) and read by
-// the 1x1 alone: bit for bit the two nodes run apart (the same graph with the depthwise output
-// also a graph output), at every level and 1-3 threads; odd sizes, stride 1 and 2, batch 2,
-// a last band of fewer rows, bias or none, activations on both nodes, a residual.
+// (1x1 ->) depthwise 3x3 -> 1x1 (-> add), which the session runs as one 1x1 node over bands of
+// the depthwise output's rows when that output (and the expanding 1x1's) is large (at least 256K
+// floats per image) and read by the next node alone: bit for bit the nodes run apart (the same
+// graph with the depthwise output also a graph output), at every level and 1-3 threads; odd
+// sizes, stride 1 and 2, batch 2, a last band of fewer rows, bias or none, activations on every
+// node, a residual.
 struct DwPw {
   int64_t n, c, h, w, o, stride, pad;
   bool dw_bias;
   int dw_act, pw_act;
   bool residual;
+  int64_t expand_from;  // channels of an expanding 1x1 before the depthwise (0: none)
+  bool expand_bias;
 };
 
 dsw::File depthwise_1x1_file(const DwPw& p, tiny::Rng& rng, bool dw_is_output, int64_t oh, int64_t ow) {
   dsw::File f;
-  const uint32_t x = f.add_value("x", {-1, p.c, p.h, p.w});
+  const uint32_t x = f.add_value("x", {-1, p.expand_from ? p.expand_from : p.c, p.h, p.w});
   f.inputs = {x};
-  std::vector<uint32_t> dw_in = {x, f.add_constant(dsw::dense_tensor("dw_w", {uint64_t(p.c), 1, 3, 3},
+  uint32_t dw_x = x;
+  if (p.expand_from) {
+    std::vector<uint32_t> e_in = {x, f.add_constant(dsw::dense_tensor("e_w", {uint64_t(p.c), uint64_t(p.expand_from), 1, 1},
+                                                                      opt::random_vec(rng, size_t(p.c * p.expand_from))))};
+    if (p.expand_bias) e_in.push_back(f.add_constant(dsw::dense_tensor("e_b", {uint64_t(p.c)}, opt::random_vec(rng, size_t(p.c)))));
+    dw_x = f.add_value("e", {1});
+    f.add_node(1, "expand", e_in, dw_x, act_attrs(p.dw_act == 2 ? 3 : 2));
+  }
+  std::vector<uint32_t> dw_in = {dw_x, f.add_constant(dsw::dense_tensor("dw_w", {uint64_t(p.c), 1, 3, 3},
                                                                        opt::random_vec(rng, size_t(p.c * 9))))};
   if (p.dw_bias) dw_in.push_back(f.add_constant(dsw::dense_tensor("dw_b", {uint64_t(p.c)}, opt::random_vec(rng, size_t(p.c)))));
   const uint32_t pw_w = f.add_constant(dsw::dense_tensor("pw_w", {uint64_t(p.o), uint64_t(p.c), 1, 1},
@@ -444,13 +455,19 @@ dsw::File depthwise_1x1_file(const DwPw& p, tiny::Rng& rng, bool dw_is_output, i
 
 TEST(conv2d_depthwise_1x1_fusion_matches_the_two_nodes) {
   tiny::Rng rng(23);
-  //          n   c    h    w   o  s  pad  dw_bias dw_act pw_act residual
+  //          n   c    h    w   o  s  pad  dw_bias dw_act pw_act residual expand_from expand_bias
   const DwPw cases[] = {
-      {1, 21, 113, 111, 10, 1, 1, true, 2, 0, false},   // odd sizes, last band of 1 row, relu6
-      {1, 24, 226, 223, 17, 2, 1, false, 1, 6, false},  // stride 2, m = mr + 5, no depthwise bias
-      {2, 32, 96, 90, 16, 1, 1, true, 3, 0, true},      // batch 2, a residual, leaky relu
-      {1, 20, 118, 115, 13, 1, 0, true, 4, 7, false},   // unpadded; sigmoid and tanh (scalar passes)
-      {1, 21, 229, 230, 24, 2, 0, true, 2, 1, true},    // stride 2 unpadded, a residual
+      {1, 21, 113, 111, 10, 1, 1, true, 2, 0, false, 0, false},   // odd sizes, last band of 1 row, relu6
+      {1, 24, 226, 223, 17, 2, 1, false, 1, 6, false, 0, false},  // stride 2, m = mr + 5, no depthwise bias
+      {2, 32, 96, 90, 16, 1, 1, true, 3, 0, true, 0, false},      // batch 2, a residual, leaky relu
+      {1, 20, 118, 115, 13, 1, 0, true, 4, 7, false, 0, false},   // unpadded; sigmoid and tanh (scalar passes)
+      {1, 21, 229, 230, 24, 2, 0, true, 2, 1, true, 0, false},    // stride 2 unpadded, a residual
+      // With an expanding 1x1 first: odd channels, bands of 8 / 4 / 2 rows by the expand's width.
+      {1, 21, 113, 111, 10, 1, 1, true, 2, 0, false, 5, true},
+      {2, 112, 97, 101, 13, 2, 1, true, 2, 0, true, 16, false},
+      {1, 96, 113, 112, 24, 2, 1, true, 2, 0, false, 16, true},   // MobileNet V2's block 2, odd height
+      {1, 150, 57, 58, 25, 1, 1, false, 1, 3, true, 3, true},
+      {1, 60, 75, 1090, 7, 1, 0, true, 5, 6, false, 7, true},     // wide rows: bands of 2 rows
   };
   int index = 0;
   for (const DwPw& p : cases) {
@@ -461,8 +478,9 @@ TEST(conv2d_depthwise_1x1_fusion_matches_the_two_nodes) {
     const dsw::File fused = depthwise_1x1_file(p, weights_a, false, oh, ow);
     const dsw::File apart = depthwise_1x1_file(p, weights_b, true, oh, ow);
     rng = weights_a;
-    std::vector<std::vector<float>> xs = {opt::random_vec(rng, size_t(p.n * p.c * p.h * p.w))};
-    std::vector<Dims> shapes = {{p.n, p.c, p.h, p.w}};
+    const int64_t in_c = p.expand_from ? p.expand_from : p.c;
+    std::vector<std::vector<float>> xs = {opt::random_vec(rng, size_t(p.n * in_c * p.h * p.w))};
+    std::vector<Dims> shapes = {{p.n, in_c, p.h, p.w}};
     if (p.residual) {
       xs.push_back(opt::random_vec(rng, size_t(p.n * p.o * oh * ow)));
       shapes.push_back({p.n, p.o, oh, ow});

@@ -252,20 +252,26 @@ void Session::plan_producer_fusion(const std::vector<Shape>& shapes, const std::
   std::vector<const Shape*> in_shapes;
   for (size_t i = 0; i < model_.nodes.size(); ++i) {
     const Node& node = model_.nodes[i];
-    if (!node.op->fuse_producer || !states_[i] || node.inputs.empty() || node.inputs[0] == kAbsentInput) continue;
-    const uint32_t x = node.inputs[0];
-    const size_t d = producer[x];
-    if (d == SIZE_MAX || readers[x] != 1 || skipped_[d] || fused(d) || !states_[d]) continue;
-    const Node& prev = model_.nodes[d];
-    if (prev.op != node.op || model_.values[x].dtype != kDtypeF32) continue;
-    in_shapes.clear();
-    for (uint32_t id : prev.inputs) in_shapes.push_back(id == kAbsentInput ? nullptr : &shapes[id]);
+    if (!node.op->fuse_producer || !states_[i] || skipped_[i]) continue;
     OpParams params = fused(i) ? fused_params_[i] : node.params;
-    if (!node.op->fuse_producer(node.params, states_[i].get(), prev.params, states_[d].get(), in_shapes, &params))
-      continue;
-    fused_params_[i] = std::move(params);
-    fused_producer_[i] = d;
-    skipped_[d] = true;
+    // A chain: node i runs d, then d's producer, ...; fused_producer_ links each to the next.
+    for (size_t reader = i;;) {
+      const Node& r = model_.nodes[reader];
+      if (r.inputs.empty() || r.inputs[0] == kAbsentInput) break;
+      const uint32_t x = r.inputs[0];
+      const size_t d = producer[x];
+      if (d == SIZE_MAX || readers[x] != 1 || skipped_[d] || fused(d) || !states_[d]) break;
+      const Node& prev = model_.nodes[d];
+      if (prev.op != node.op || model_.values[x].dtype != kDtypeF32) break;
+      in_shapes.clear();
+      for (uint32_t id : prev.inputs) in_shapes.push_back(id == kAbsentInput ? nullptr : &shapes[id]);
+      if (!node.op->fuse_producer(node.params, states_[i].get(), prev.params, states_[d].get(), in_shapes, &params))
+        break;
+      fused_params_[i] = params;
+      fused_producer_[reader] = d;
+      skipped_[d] = true;
+      reader = d;
+    }
   }
 }
 
@@ -333,9 +339,10 @@ void Session::plan() {
     max_inputs = std::max(max_inputs, std::max<size_t>(node.inputs.size(), size_t(node.op->residual_input)) + 1);
     for (uint32_t id : node.inputs)
       if (id != kAbsentInput && slot[id] != SIZE_MAX) plan[slot[id]].last = i;
-    if (fused_producer_[i] != SIZE_MAX) {  // the producer's inputs are read at this node
-      const std::vector<uint32_t>& pin = model_.nodes[fused_producer_[i]].inputs;
-      max_inputs = std::max(max_inputs, size_t(node.op->producer_input) + pin.size());
+    size_t at = size_t(node.op->producer_input);  // the producers' inputs are read at this node
+    for (size_t d = fused_producer_[i]; d != SIZE_MAX; d = fused_producer_[d], at += size_t(node.op->max_inputs)) {
+      const std::vector<uint32_t>& pin = model_.nodes[d].inputs;
+      max_inputs = std::max(max_inputs, at + pin.size());
       for (uint32_t id : pin)
         if (id != kAbsentInput && slot[id] != SIZE_MAX) plan[slot[id]].last = i;
     }
@@ -367,7 +374,7 @@ void Session::plan() {
   std::vector<const Shape*> in_shapes;
   for (size_t i = 0; i < node_count; ++i) {
     const Node& node = model_.nodes[i];
-    if (!node.op->workspace_floats || !states_[i]) continue;
+    if (!node.op->workspace_floats || !states_[i] || skipped_[i]) continue;
     in_shapes.clear();
     for (uint32_t id : node.inputs) in_shapes.push_back(id == kAbsentInput ? nullptr : &shapes[id]);
     const OpParams& params = fused(i) ? fused_params_[i] : node.params;
@@ -419,9 +426,10 @@ void Session::run() {
       while (scratch_.size() < size_t(node.op->residual_input)) scratch_.push_back({nullptr, nullptr});
       scratch_.push_back({value_data(res), &shapes_[res], model_.values[res].dtype});
     }
-    if (fused_producer_[i] != SIZE_MAX) {  // at the op's producer slot, after the residual's
-      while (scratch_.size() < size_t(node.op->producer_input)) scratch_.push_back({nullptr, nullptr});
-      for (uint32_t id : model_.nodes[fused_producer_[i]].inputs) {
+    size_t at = size_t(node.op->producer_input);  // each producer's inputs at its slot, after the residual's
+    for (size_t d = fused_producer_[i]; d != SIZE_MAX; d = fused_producer_[d], at += size_t(node.op->max_inputs)) {
+      while (scratch_.size() < at) scratch_.push_back({nullptr, nullptr});
+      for (uint32_t id : model_.nodes[d].inputs) {
         if (id == kAbsentInput) scratch_.push_back({nullptr, nullptr});
         else scratch_.push_back({value_data(id), &shapes_[id], model_.values[id].dtype});
       }

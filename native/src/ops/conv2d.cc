@@ -719,17 +719,38 @@ bool images_per_thread(const State* s, int64_t batch, int threads) {
 // the 1x1 GEMM reads them from there while they are in L2, instead of the whole tensor going
 // out to L3 and back. Fused where that tensor is at least the L2 size per image (MobileNet V2's
 // first three blocks, 1.2-1.8 MB); on its 28x28 blocks (0.45-0.6 MB) fusing measured level.
-// Bands of 16 rows measured level with 8, 4 slower.
+// Bands of 16 rows measured level with 8, 4 slower. An expanding 1x1 before the depthwise
+// whose output is that large too runs band by band as well (its rows under the depthwise's
+// window: the rows two bands share are computed twice).
 constexpr int64_t kFuseMinFloats = 256 * 1024;
-constexpr int64_t kFuseBandRows = 8;  // the AVX-512 depthwise kernel's own band
 
-int64_t fused_band_floats(const Shape& x) { return round16(kFuseBandRows * x[3]); }
+// Bands of a fused depthwise -> 1x1 (and the expanding 1x1 before it): rows of depthwise output
+// per band, floats per channel of the depthwise slice and of the expand slice, per thread.
+struct FusedBands {
+  int64_t rows, band, in_rows, in_band, thread_floats;
+};
+
+FusedBands fused_bands(const OpParams::FusedDepthwise& dw, int64_t c, int64_t ow) {
+  FusedBands f;
+  f.rows = 8;  // the AVX-512 depthwise kernel's own band
+  // With an expand, its slice (rows under the window x the input width) kept near half the L2.
+  while (dw.expand && f.rows > 2 && c * ((f.rows - 1) * dw.stride + 3) * dw.in_w * 4 > 512 * 1024) f.rows /= 2;
+  f.band = round16(f.rows * ow);
+  f.in_rows = dw.expand ? (f.rows - 1) * dw.stride + 3 : 0;
+  f.in_band = round16(f.in_rows * dw.in_w);
+  f.thread_floats = c * (f.band + f.in_band);
+  return f;
+}
 
 int64_t workspace_floats(const OpParams& p, const void* state, const std::vector<const Shape*>& in,
                          const Shape& os, int threads) {
   const State* s = static_cast<const State*>(state);
   if (!s) return 0;
-  if (p.depthwise.on) return round16(2 * s->k) + threads * (*in[0])[1] * fused_band_floats(*in[0]);
+  if (p.depthwise.on) {  // the offsets of both GEMMs' B rows (int64), then the threads' slices
+    const State* e = static_cast<const State*>(p.depthwise.expand);
+    return round16(2 * s->k) + (e ? round16(2 * e->k) : 0) +
+           threads * fused_bands(p.depthwise, (*in[0])[1], (*in[0])[3]).thread_floats;
+  }
   const int64_t split = image_workspace(p, s, in, os, threads);
   if (!images_per_thread(s, os[0], threads)) return split;
   return std::max(split, round16(image_workspace(p, s, in, os, 1)) * threads);
@@ -933,34 +954,67 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
 }
 
 // A depthwise 3x3 node (window and activation in dw, input, weight and bias at kProducerInput)
-// and this direct 1x1 node (c: its shapes, with the depthwise output as its input) over bands of
-// kFuseBandRows rows: per task and band the depthwise writes the band's rows of every channel into
-// the thread's slice of the workspace (the depthwise kernel's plane strides), then gemm_rows reads
-// them as B and writes the band's columns of the output. Every output element goes through the
-// same operations as when the two nodes run apart (tested bit for bit).
+// and this direct 1x1 node (c: its shapes, with the depthwise output as its input) in bands of
+// output rows (fused_bands): per task and band the depthwise writes the band's rows of every
+// channel into the thread's slice of the workspace (the depthwise kernel's plane strides), then
+// gemm_rows reads them as B and writes the band's columns of the output. With an expanding 1x1
+// before the depthwise (dw.expand; its input, weight and bias at kProducerInput + 3), gemm_rows
+// first computes the rows of its output the band's windows read into the thread's expand slice,
+// which the depthwise reads. Every output element goes through the same operations as when the
+// nodes run apart (tested bit for bit).
 void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const Conv2dParams& c,
                        const RunContext& ctx, const std::vector<OpInput>& in, const float* bias, const float* res,
                        float* out, const KernelTable& k) {
   const GemmKernels& g = *s.g;
+  const State* e = static_cast<const State*>(dw.expand);
   const OpInput& dx = in[kProducerInput];
-  const float* dw_bias = in.size() > size_t(kProducerInput + 2) ? in[kProducerInput + 2].data : nullptr;
+  // An optional input past the end of `in` (a producer without bias, nothing after it) is absent.
+  auto optional = [&in](int i) { return in.size() > size_t(i) ? in[size_t(i)].data : nullptr; };
+  const float* dw_bias = optional(kProducerInput + 2);
   DwConv3x3Params d;
-  d.h = (*dx.shape)[2], d.w = (*dx.shape)[3], d.oh = c.h, d.ow = c.w;
+  d.h = dw.in_h, d.w = dw.in_w, d.oh = c.h, d.ow = c.w;
   d.stride = dw.stride;
   d.pad_top = dw.pad_top, d.pad_left = dw.pad_left;
   d.act = dw.act.kind, d.alpha = dw.act.alpha, d.beta = dw.act.beta;
-  const int64_t band = fused_band_floats(*in[0].shape), bands = ceil_div(c.h, kFuseBandRows);
-  const int64_t n = c.h * c.w, thread_floats = c.c * band;
+  const FusedBands f = fused_bands(dw, c.c, c.w);
+  const int64_t bands = ceil_div(c.h, f.rows), n = c.h * c.w, in_plane = d.h * d.w;
   int64_t* offs = reinterpret_cast<int64_t*>(ctx.workspace);
-  for (int64_t q = 0; q < c.c; ++q) offs[q] = q * band;
+  for (int64_t q = 0; q < c.c; ++q) offs[q] = q * f.band;
+  int64_t* expand_offs = offs + round16(2 * s.k) / 2;
   float* slices = ctx.workspace + round16(2 * s.k);
-  parallel(ctx.pool, c.n * bands, work_or_inline(c.n * s.m * s.k * n, kMinParallelMacs), [&](int64_t task, int thread) {
-    const int64_t b = task / bands, r0 = (task % bands) * kFuseBandRows, r1 = std::min(c.h, r0 + kFuseBandRows);
-    float* slice = slices + thread * thread_floats;
+  if (e) {
+    for (int64_t q = 0; q < e->k; ++q) expand_offs[q] = q * in_plane;
+    slices += round16(2 * e->k);
+  }
+  const int64_t macs = s.m * s.k * n + (e ? e->m * e->k * in_plane : 0);
+  parallel(ctx.pool, c.n * bands, work_or_inline(c.n * macs, kMinParallelMacs), [&](int64_t task, int thread) {
+    const int64_t b = task / bands, r0 = (task % bands) * f.rows, r1 = std::min(c.h, r0 + f.rows);
+    float* slice = slices + thread * f.thread_floats;
     int64_t x_off = 0, y_off = 0;
     DwConv3x3Params q = dwconv3x3_rows(d, r0, r1, &x_off, &y_off);
-    q.y_plane = band;
-    k.dwconv3x3(q, c.c, dx.data + b * c.c * d.h * d.w + x_off, in[kProducerInput + 1].data, dw_bias, slice);
+    q.y_plane = f.band;
+    const float* dw_in = dx.data + b * c.c * in_plane + x_off;
+    if (e) {  // the expand's output rows under the band: columns x_off .. of its [C, H*W] output
+      float* ex = slice + c.c * f.band;
+      GemmParams gp;
+      gp.m = e->m, gp.n = q.h * d.w, gp.k = e->k;
+      gp.a = {e->packed, 0, 0, true};
+      gp.b.data = in[kProducerInput + 3].data + b * e->k * in_plane;
+      gp.c = ex;
+      gp.c_row_stride = f.in_band;
+      if (const float* eb = optional(kProducerInput + 5)) {
+        gp.bias = eb;
+        gp.bias_kind = kGemmBiasPerRow;
+      }
+      gp.act = dw.expand_act.kind, gp.alpha = dw.expand_act.alpha, gp.beta = dw.expand_act.beta;
+      GemmRowsB rows;
+      rows.offsets = expand_offs;
+      rows.col0 = x_off;
+      g.gemm_rows(gp, rows);
+      q.x_plane = f.in_band;
+      dw_in = ex;
+    }
+    k.dwconv3x3(q, c.c, dw_in, in[kProducerInput + 1].data, dw_bias, slice);
     const GemmParams gp = group_gemm(s, c, bias, res ? res + b * c.o * n : nullptr, 0, out + b * c.o * n);
     GemmParams t = gemm_slice(gp, g.mr, g.nr, 0, s.m, y_off, y_off + (r1 - r0) * c.w);
     t.b.data = slice;
@@ -970,23 +1024,37 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
   });
 }
 
-// fuse_producer: a direct 1x1 (group 1) after a depthwise 3x3 whose output rows are wide enough
-// for the row kernels (at least 16) and whose output is large (kFuseMinFloats per image).
+// A direct 1x1 conv (group 1) that fuse_producer may take into a depthwise -> 1x1 node.
+bool fusable_1x1(const OpParams& p, const State* s) {
+  return s && s->path == Path::kGemm1x1 && p.group == 1 && direct_1x1(*s->g);
+}
+
+// fuse_producer: a direct 1x1 after a depthwise 3x3 whose output rows are wide enough for the
+// row kernels (at least 16) and whose output is large (kFuseMinFloats per image); then, as the
+// depthwise's producer, an expanding direct 1x1 whose output is that large too.
 bool fuse_producer(const OpParams& p, const void* state, const OpParams& dp, const void* dstate,
                    const std::vector<const Shape*>& din, OpParams* fused) {
-  const State* s = static_cast<const State*>(state);
   const State* ds = static_cast<const State*>(dstate);
-  if (!s || !ds || s->path != Path::kGemm1x1 || p.group != 1 || !direct_1x1(*s->g) ||
-      ds->path != Path::kDepthwise3x3 || din.size() < 2 || !din[0] || din[0]->size() != 4 || (*din[0])[1] != dp.group)
+  if (!fusable_1x1(p, static_cast<const State*>(state)) || !ds || din.size() < 2 || !din[0] || din[0]->size() != 4)
     return false;
   const Shape& x = *din[0];
+  OpParams::FusedDepthwise& dw = fused->depthwise;
+  if (dw.on) {  // the depthwise's producer: its input x has the depthwise input's H and W
+    if (dw.expand || !fusable_1x1(dp, ds) || x[2] != dw.in_h || x[3] != dw.in_w || ds->m * x[2] * x[3] < kFuseMinFloats)
+      return false;
+    dw.expand = ds;
+    dw.expand_act = dp.act;
+    return true;
+  }
+  if (ds->path != Path::kDepthwise3x3 || x[1] != dp.group) return false;
   const int64_t oh = window_output_size(x[2], dp.pads[0], dp.pads[2], 3, dp.strides[0], 1, false);
   const int64_t ow = window_output_size(x[3], dp.pads[1], dp.pads[3], 3, dp.strides[1], 1, false);
   if (ow < 16 || x[1] * oh * ow < kFuseMinFloats) return false;
-  fused->depthwise.on = true;
-  fused->depthwise.stride = dp.strides[0];
-  fused->depthwise.pad_top = dp.pads[0], fused->depthwise.pad_left = dp.pads[1];
-  fused->depthwise.act = dp.act;
+  dw.on = true;
+  dw.stride = dp.strides[0];
+  dw.pad_top = dp.pads[0], dw.pad_left = dp.pads[1];
+  dw.in_h = x[2], dw.in_w = x[3];
+  dw.act = dp.act;
   return true;
 }
 

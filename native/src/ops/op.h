@@ -66,11 +66,17 @@ struct OpParams {
   } qadd;
   // Not an attribute: a depthwise 3x3 conv2d the session runs inside this 1x1 conv2d band by band
   // (OpDef::fuse_producer): its output, read by this node alone, is never materialized. Its
-  // input, weight and bias come at OpDef::producer_input, its window and activation here.
+  // input, weight and bias come at OpDef::producer_input, its window, input size and activation
+  // here. `expand`: the prepared state of a 1x1 conv2d before the depthwise that runs band by band
+  // too (its output never materialized either; its inputs follow the depthwise node's, at
+  // producer_input + max_inputs), with its activation.
   struct FusedDepthwise {
     bool on = false;
     int64_t stride = 1, pad_top = 0, pad_left = 0;
+    int64_t in_h = 0, in_w = 0;
     Activation act;
+    const void* expand = nullptr;
+    Activation expand_act;
   } depthwise;
   // Not an attribute: the kernel the session was asked to prepare this node with (one of its
   // OpDef::kernels; empty: the op's own rule). Set by the session from the per-node kernel
@@ -152,7 +158,9 @@ struct OpDef {
   // input shapes), within its own run, when that node's output is read by this node alone. If so it
   // records the producer in *fused and returns true; the session then passes the producer's inputs
   // at producer_input (absent optional inputs before it as null), skips the producer, and the
-  // producer's output is never allocated (input 0 arrives with its shape and null data).
+  // producer's output is never allocated (input 0 arrives with its shape and null data). Called
+  // again with the producer's own producer while it returns true (a chain; the inputs of the k-th
+  // producer come at producer_input + k * max_inputs).
   bool (*fuse_producer)(const OpParams& p, const void* state, const OpParams& producer_p, const void* producer_state,
                         const std::vector<const Shape*>& producer_in, OpParams* fused) = nullptr;
   int producer_input = -1;
