@@ -118,6 +118,20 @@ class TuneResult:
         return sum(n.ms.get(n.chosen, 0.0) for n in self.nodes)
 
 
+def absorbed_nodes(ops: list[str], rule_ms: list[float]) -> list[list[int]]:
+    """Per node, the nodes right before it, of its op, that take no time in the rules' session
+    (`rule_ms`): the runtime runs them inside it (a depthwise conv2d and the 1x1 before it, fused
+    into the 1x1 that reads them). Their time counts for that node in every session, so that a
+    kernel which undoes the fusion is charged for the nodes it brings back."""
+    absorbed: list[list[int]] = [[] for _ in ops]
+    for i in range(1, len(ops)):
+        j = i - 1
+        while j >= 0 and rule_ms[j] == 0.0 and ops[j] == ops[i]:
+            absorbed[i].append(j)
+            j -= 1
+    return absorbed
+
+
 def tune(model: str | os.PathLike, threads: int = 1, rounds: int = 7, runs: int = 5, tolerance: float = 1e-3,
          write_cache: bool = True, progress: bool = False) -> TuneResult:
     """Measure every kernel choice of every node of `model` at `threads` threads (see the module
@@ -161,6 +175,8 @@ def tune(model: str | os.PathLike, threads: int = 1, rounds: int = 7, runs: int 
             print(f"\rtuning {model.name}: round {r + 1}/{rounds}", end="", file=sys.stderr, flush=True)
     if progress:
         print(file=sys.stderr)
+    medians = {k: [float(np.median(t)) for t in samples[k]] for k in live}
+    absorbed = absorbed_nodes([r["op"] for r in rows], medians[""])
     nodes, chosen = [], {}
     for i, row in enumerate(rows):
         if not row["choices"]:
@@ -168,7 +184,7 @@ def tune(model: str | os.PathLike, threads: int = 1, rounds: int = 7, runs: int 
         ms: dict[str, float] = {}
         for k in live:
             actual = kernels_of[k][i]["kernel"]
-            t = float(np.median(samples[k][i]))
+            t = medians[k][i] + sum(medians[k][j] for j in absorbed[i])
             ms[actual] = min(ms.get(actual, t), t)
         best = min(ms, key=ms.get)
         nodes.append(NodeTiming(row["name"], row["op"], row["kernel"], best, ms))

@@ -9,7 +9,8 @@ from deepslim.cli import main
 from deepslim.format import write_dsm
 from deepslim.ir import Graph, Value
 from deepslim.runtime import InvalidArgumentError, Session
-from deepslim.runtime.tune import cache_path, cached_kernels, tune
+from deepslim.runtime.session import isa
+from deepslim.runtime.tune import absorbed_nodes, cache_path, cached_kernels, tune
 
 
 def _conv_net(path, c=16, o=16, hw=12):
@@ -118,3 +119,41 @@ def test_tune_cli_prints_the_table_and_refuses_other_files(tmp_path, capsys):
     assert not cache_path(model).exists()
     assert main(["tune", str(tmp_path / "net.onnx")]) != 0
     assert "not a .dsm file" in capsys.readouterr().err
+
+
+def test_nodes_fused_into_a_later_node_count_for_it():
+    # expand, depthwise (no time: run inside project), project, add (no time, another op), conv
+    ops = ["conv2d", "conv2d", "conv2d", "add", "conv2d"]
+    assert absorbed_nodes(ops, [0.0, 0.0, 0.5, 0.0, 0.2]) == [[], [0], [1, 0], [], []]
+    assert absorbed_nodes(ops, [0.1, 0.2, 0.5, 0.0, 0.2]) == [[], [], [], [], []]
+
+
+def test_a_fused_depthwise_and_1x1_runs_the_fused_node_and_matches(tmp_path):
+    """expand 1x1 -> depthwise 3x3 -> 1x1 large enough (>= 256K floats) for the runtime to run as one
+    node: the same output as with the depthwise output also a graph output (not fused), and the
+    two absorbed nodes take no time in the profile (AVX-512)."""
+    rng = np.random.default_rng(5)
+    outs = {}
+    for fused in (True, False):
+        g = Graph()
+        g.add_value(Value("x", (1, 8, 96, 96)))
+        g.add_constant("e.w", rng.standard_normal((32, 8, 1, 1)).astype(np.float32) * 0.3)
+        g.add_constant("dw.w", rng.standard_normal((32, 1, 3, 3)).astype(np.float32) * 0.3)
+        g.add_constant("p.w", rng.standard_normal((16, 32, 1, 1)).astype(np.float32) * 0.3)
+        g.add_value(Value("e", (1, 32, 96, 96)))
+        g.add_value(Value("d", (1, 32, 96, 96)))
+        g.add_value(Value("y", (1, 16, 96, 96)))
+        g.add_node("conv2d", "e", ["x", "e.w"], ["e"], activation=2)
+        g.add_node("conv2d", "dw", ["e", "dw.w"], ["d"], pads=[1, 1, 1, 1], group=32, activation=2)
+        g.add_node("conv2d", "p", ["d", "p.w"], ["y"])
+        g.inputs, g.outputs = ["x"], ["y"] if fused else ["y", "d"]
+        rng = np.random.default_rng(5)  # the same weights in both
+        write_dsm(g, tmp_path / f"{fused}.dsm")
+        s = Session(tmp_path / f"{fused}.dsm", profile=True, kernels={})
+        x = np.random.default_rng(1).standard_normal((1, 8, 96, 96)).astype(np.float32)
+        y = s.run(x)
+        outs[fused] = y if fused else y["y"]
+        if fused and isa().startswith("avx512"):  # the level with gemm_rows, which the fusion needs
+            rows = s.time_nodes(x, runs=2, warmup=0)
+            assert rows[0]["ms"] == 0.0 and rows[1]["ms"] == 0.0 and rows[2]["ms"] > 0.0
+    np.testing.assert_array_equal(outs[True], outs[False])
