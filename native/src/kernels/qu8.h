@@ -141,6 +141,13 @@ struct QGemmParams {
   // stored at y[i * y_row_stride + q - (q / grid_w) * (grid_w - out_w)] when q % grid_w < out_w,
   // dropped otherwise (the columns a convolution computes past its output rows, State::shifted).
   int64_t grid_w = 0, out_w = 0, grid0 = 0;
+  // Non-null (levels with QGemmKernels::fused_add): a qadd runs in the epilogue, on the clamped u8
+  // result c as its operand a and the residual byte r at y's offset from `residual` as b,
+  //   y = clamp(qu8_qadd_split_eval(add, c, r), add_out.act_min, add_out.act_max)
+  // (bit for bit qconv2d then qadd; the op puts the conv's operand first in `add`).
+  const uint8_t* residual = nullptr;
+  QAddSplit add;
+  QuantOut add_out;
 };
 
 struct QGemmKernels {
@@ -170,6 +177,7 @@ struct QGemmKernels {
   void (*pack_wt)(int64_t m, int64_t k, const int8_t* w, void* dst) = nullptr;
   void (*gemm_t)(const struct QGemmTParams& p) = nullptr;
   bool grid_out = false;  // gemm takes QGemmParams::grid_w
+  bool fused_add = false;  // gemm takes QGemmParams::residual
 };
 
 // Output channels in the vector lanes (panels of 32, weights packed [panel][k/4][32][4]) and

@@ -233,6 +233,24 @@ struct FusedAdd {
   QAddKernel vadd = nullptr;  // null: the scalar formula
   const uint8_t* r = nullptr;
   const uint8_t* y = nullptr;  // the output's start (r's offsets follow it)
+  // The GEMM's epilogue runs it instead (QGemmParams::residual) when the level takes it and the
+  // 16-bit split applies: the conv's operand first, so the formula is symmetric in the swap.
+  bool in_gemm = false;
+  QAddSplit split;
+
+  void set_gemm(const QGemmKernels& g) {
+    QAddParams c = q;
+    if (conv_side == 1) std::swap(c.a_zp, c.b_zp), std::swap(c.a_mult, c.b_mult);
+    in_gemm = g.fused_add && qu8_qadd_split(c, split);
+  }
+  // The GEMM's output y (at the output's offset) gets the add in its epilogue; true when it does.
+  bool into(QGemmParams& gp) const {
+    if (!in_gemm) return false;
+    gp.residual = r + (gp.y - y);
+    gp.add = split;
+    gp.add_out = q.out;
+    return true;
+  }
 
   void operator()(const uint8_t* c, uint8_t* dst, int64_t n) const {
     const uint8_t* res = r + (dst - y);
@@ -393,8 +411,9 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
           gp.y = yg + m0 * pixels;
           gp.y_row_stride = pixels;
           gp.grid_w = s.wq, gp.out_w = c.ow, gp.grid0 = p0;
+          const bool added = fuse && fuse->into(gp);
           g.gemm(gp);
-          if (fuse) {  // the block's output pixels, contiguous in each channel
+          if (fuse && !added) {  // the block's output pixels, contiguous in each channel
             auto out_pixel = [&](int64_t grid) { return grid / s.wq * c.ow + std::min(grid % s.wq, c.ow); };
             const int64_t o0 = out_pixel(p0), o1 = out_pixel(p1);
             for (int64_t i = m0; i < m1; ++i) (*fuse)(yg + i * pixels + o0, yg + i * pixels + o0, o1 - o0);
@@ -443,6 +462,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
     fused.vadd = kt.q ? kt.q->vadd : nullptr;
     fused.r = in[5].as<uint8_t>();
     fused.y = y;
+    if (s.gemm) fused.set_gemm(*s.gemm);
     fuse = &fused;
   }
   if (!s.gemm && !s.dw) {
@@ -513,8 +533,9 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
         gp.y_row_stride = pixels;
         gp.ch = {ch.bias + gi * og + m0, ch.multiplier + gi * og + m0, ch.shift + gi * og + m0};
         gp.out = q.out;
+        const bool added = fuse && fuse->into(gp);
         g.gemm(gp);
-        if (fuse)
+        if (fuse && !added)
           for (int64_t i = m0; i < m1; ++i) (*fuse)(gp.y + (i - m0) * pixels, gp.y + (i - m0) * pixels, p1 - p0);
       });
     }

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kernels/qs8-pack.h"
 #include "kernels/qu8.h"
@@ -422,10 +423,30 @@ struct TileStores {
 // Rows [i0, i0 + rows) x columns [j0, j0 + cols) from packed panels wp (8 rows) and xp (32
 // columns); rc holds the epilogue constants of row i0.
 // With xoff (QGemmParams::x_offsets) group g's columns are at xp + xoff[g], else packed at xp + g * 128.
-template <bool kOffsets>
+// The qadd of QGemmParams::residual: its lanes and its output range.
+struct EpilogueAdd {
+  QAddLanes lanes;
+  RequantRange range;
+  explicit EpilogueAdd(const QGemmParams& p) : lanes(p.add), range(p.add_out) {}
+};
+
+// The 32 residual bytes of a tile's columns in one output row: a masked load per store segment.
+inline __m256i load_tile_row(const uint8_t* row, const TileStores& st) {
+  __m256i v = _mm256_maskz_loadu_epi8(st.mask[0], row + st.offset[0]);
+  for (int s = 1; s < st.count; ++s) v = _mm256_mask_loadu_epi8(v, st.mask[s], row + st.offset[s]);
+  return v;
+}
+
+// The conv's clamped result (requant32's 16 lanes) paired with 16 residual bytes, through the qadd.
+inline __m512i add_lanes(__m512i acc, __m128i residual, const RequantRange& range, const QAddLanes& lanes) {
+  const __m512i c = _mm512_min_epi32(_mm512_max_epi32(acc, range.lo32), range.hi32);
+  return lanes(_mm512_or_si512(c, _mm512_slli_epi32(_mm512_cvtepu8_epi32(residual), 16)));
+}
+
+template <bool kOffsets, bool kAdd>
 inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, const uint8_t* xp,
                       const int64_t* xoff, int64_t i0, int64_t rows, const TileStores& st,
-                      const RequantChannel* rc, const RequantRange& range) {
+                      const RequantChannel* rc, const RequantRange& range, const EpilogueAdd* add) {
   // Accumulators start at the bias (rows past m: 0). Every index is a constant after unrolling,
   // so they stay in registers.
   __m512i acc[kMr][2];
@@ -449,10 +470,18 @@ inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, c
   for (int r = 0; r < kMr; r += 2) {
     if (r >= rows) break;
     const bool second = r + 1 < rows;
-    const __m512i a0 = requant32(acc[r][0], rc[r], range), a1 = requant32(acc[r][1], rc[r], range);
-    const __m512i b0 = second ? requant32(acc[r + 1][0], rc[r + 1], range) : a0;
-    const __m512i b1 = second ? requant32(acc[r + 1][1], rc[r + 1], range) : a1;
-    const __m512i v = pack_rows32(a0, a1, b0, b1, range);
+    __m512i a0 = requant32(acc[r][0], rc[r], range), a1 = requant32(acc[r][1], rc[r], range);
+    __m512i b0 = second ? requant32(acc[r + 1][0], rc[r + 1], range) : a0;
+    __m512i b1 = second ? requant32(acc[r + 1][1], rc[r + 1], range) : a1;
+    if constexpr (kAdd) {  // rows past m read row r's residual again (not stored)
+      const uint8_t* rr = p.residual + (i0 + r) * p.y_row_stride;
+      const __m256i ra = load_tile_row(rr, st), rb = second ? load_tile_row(rr + p.y_row_stride, st) : ra;
+      a0 = add_lanes(a0, _mm256_castsi256_si128(ra), range, add->lanes);
+      a1 = add_lanes(a1, _mm256_extracti128_si256(ra, 1), range, add->lanes);
+      b0 = add_lanes(b0, _mm256_castsi256_si128(rb), range, add->lanes);
+      b1 = add_lanes(b1, _mm256_extracti128_si256(rb, 1), range, add->lanes);
+    }
+    const __m512i v = pack_rows32(a0, a1, b0, b1, kAdd ? add->range : range);
     uint8_t* yr = p.y + (i0 + r) * p.y_row_stride;
     if (whole) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(yr + st.offset[0]), _mm512_castsi512_si256(v));
@@ -478,22 +507,26 @@ void gemm(const QGemmParams& p) {
   const int64_t block = std::min(kBlockRows, std::max<int64_t>(1, (256 * 1024) / (kMr * g_count * kKr)) * kMr);
   const RequantRange range(p.out);
   alignas(64) RequantChannel rc[kBlockRows];
+  std::optional<EpilogueAdd> fused;
+  if (p.residual) fused.emplace(p);
+  const EpilogueAdd* add = p.residual ? &*fused : nullptr;
   for (int64_t b0 = 0; b0 < p.m; b0 += block) {
     const int64_t b1 = std::min(p.m, b0 + block);
     for (int64_t i = b0; i < b1; ++i) rc[i - b0].set(p.ch.multiplier[i], p.ch.shift[i], p.out.y_zp);
     for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
       const TileStores st(p, j0, std::min<int64_t>(kNr, p.n - j0));
       if (st.count == 0) continue;  // dropped columns only
-      if (p.x_offsets) {
-        for (int64_t i0 = b0; i0 < b1; i0 += kMr)
-          gemm_tile<true>(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xbase + j0 * kKr, p.x_offsets, i0,
-                          std::min<int64_t>(kMr, p.m - i0), st, rc + (i0 - b0), range);
-        continue;
+      const bool offsets = p.x_offsets != nullptr;
+      const uint8_t* xp = offsets ? xbase + j0 * kKr : xbase + (j0 / kNr) * kNr * g_count * kKr;
+      for (int64_t i0 = b0; i0 < b1; i0 += kMr) {
+        const int8_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
+        const int64_t rows = std::min<int64_t>(kMr, p.m - i0);
+        const RequantChannel* rci = rc + (i0 - b0);
+        if (offsets && add) gemm_tile<true, true>(p, g_count, wp, xp, p.x_offsets, i0, rows, st, rci, range, add);
+        else if (offsets) gemm_tile<true, false>(p, g_count, wp, xp, p.x_offsets, i0, rows, st, rci, range, nullptr);
+        else if (add) gemm_tile<false, true>(p, g_count, wp, xp, nullptr, i0, rows, st, rci, range, add);
+        else gemm_tile<false, false>(p, g_count, wp, xp, nullptr, i0, rows, st, rci, range, nullptr);
       }
-      const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
-      for (int64_t i0 = b0; i0 < b1; i0 += kMr)
-        gemm_tile<false>(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xp, nullptr, i0,
-                         std::min<int64_t>(kMr, p.m - i0), st, rc + (i0 - b0), range);
     }
   }
 }
@@ -541,7 +574,7 @@ namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm,
-    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t, true};
+    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t, true, true};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
