@@ -767,6 +767,32 @@ TEST(qs8_gemm_matches_the_formula_at_tile_edges) {
                                                             std::to_string(out_w) + " grid0=" + std::to_string(grid0));
             return;
           }
+          if (!g.fused_add) continue;
+          // With a qadd in the epilogue (QGemmParams::residual, the residual at y's offsets): the
+          // formula on the stored results, nothing else written.
+          ds::QAddParams qa{int32_t(rng.uniform(0, 255)), int32_t(rng.uniform(0, 255)), int64_t(rng.uniform(0, 2147483520.0f)),
+                            int64_t(rng.uniform(0, 2147483520.0f)), int32_t(rng.uniform(-2, 3)), {int32_t(rng.uniform(0, 255)), 0, 255}};
+          if (rng.uniform(0, 1) < 0.5f) qa.out.act_min = qa.out.y_zp, qa.out.act_max = int32_t(rng.uniform(float(qa.out.y_zp), 255));
+          CHECK(ds::qu8_qadd_split(qa, p.add));
+          std::vector<uint8_t> residual(yg.size());
+          for (auto& v : residual) v = uint8_t(rng.uniform(0, 255));
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              if ((grid0 + j) % grid_w < out_w) {
+                const size_t at = size_t(i * stride + out_col(grid0 + j));
+                const int64_t v = (int64_t(want_g[at]) - qa.a_zp) * qa.a_mult + (int64_t(residual[at]) - qa.b_zp) * qa.b_mult;
+                want_g[at] = ds::qu8_clamp(qa.out.y_zp + ds::qu8_round_shift(v, 31 + qa.shift), qa.out.act_min, qa.out.act_max);
+              }
+          std::fill(yg.begin(), yg.end(), 0xAB);
+          p.residual = residual.data(), p.add_out = qa.out;
+          g.gemm(p);
+          p.residual = nullptr;
+          if (yg != want_g) {
+            harness::record_failure(__FILE__, __LINE__, std::string(lv.name) + " gemm with qadd differs at m=" +
+                                                            std::to_string(m) + " n=" + std::to_string(n) + " k=" +
+                                                            std::to_string(k) + " grid_w=" + std::to_string(grid_w));
+            return;
+          }
         }
   }
 }

@@ -230,11 +230,23 @@ void pack_wt(int64_t m, int64_t k, const int8_t* w, void* dst) {
 
 typedef int32_t __attribute__((may_alias, aligned(1))) packed_x32;
 
-// Per-lane requantization of 16 channels (lane = channel), 64-bit clamp: the formula for any shift.
+// Per-lane requantization of 16 channels (lane = channel). When every lane's n = 31 + shift is in
+// 33..52, the products' high halves on int32 lanes (RequantChannel::high: y_zp in the rounding
+// term, then a 32-bit clamp); otherwise the formula with 64-bit lanes and clamp, for any shift.
 struct LaneRequant {
   __m512i mult_e, mult_o, round_e, round_o, count_e, count_o;
-  void set(const int32_t* mult, const int32_t* shift, int64_t count) {  // channels [0, count) of 16
+  __m512i round_high, count_high;
+  bool high = false;
+  void set(const int32_t* mult, const int32_t* shift, int64_t count, int32_t y_zp) {
     alignas(64) int64_t me[8], mo[8], re[8], ro[8], ce[8], co[8];
+    alignas(64) int32_t rh[16], ch[16];
+    high = true;
+    for (int i = 0; i < 16; ++i) {
+      RequantChannel c;
+      c.set(i < count ? mult[i] : 0, i < count ? shift[i] : 2, y_zp);
+      high = high && c.high;
+      rh[i] = c.round_high, ch[i] = c.count_high;
+    }
     for (int i = 0; i < 8; ++i) {
       const bool e = 2 * i < count, o = 2 * i + 1 < count;
       const int ne = e ? 31 + shift[2 * i] : 32, no = o ? 31 + shift[2 * i + 1] : 32;
@@ -245,8 +257,15 @@ struct LaneRequant {
     mult_e = _mm512_load_si512(me), mult_o = _mm512_load_si512(mo);
     round_e = _mm512_load_si512(re), round_o = _mm512_load_si512(ro);
     count_e = _mm512_load_si512(ce), count_o = _mm512_load_si512(co);
+    round_high = _mm512_load_si512(rh), count_high = _mm512_load_si512(ch);
   }
   __m128i operator()(__m512i acc, const RequantRange& r) const {
+    if (high) {  // the even products' high halves moved next to the odd ones' (as requant32)
+      const __m512i even = _mm512_mul_epi32(acc, mult_e), odd = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), mult_o);
+      const __m512i v = _mm512_srav_epi32(
+          _mm512_add_epi32(_mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_CDAB), round_high), count_high);
+      return _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(v, r.lo32), r.hi32));
+    }
     __m512i even = _mm512_add_epi64(_mm512_mul_epi32(acc, mult_e), round_e);
     __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), mult_o), round_o);
     even = _mm512_max_epi64(_mm512_min_epi64(_mm512_srav_epi64(even, count_e), r.hi64), r.lo64);
@@ -262,8 +281,8 @@ struct PanelRequant {
   LaneRequant rq[2];
   __m512i bias0, bias1;
   void set(const QGemmTParams& p, int64_t i0, int64_t rows) {
-    rq[0].set(p.ch.multiplier + i0, p.ch.shift + i0, std::min<int64_t>(16, rows));
-    rq[1].set(p.ch.multiplier + i0 + 16, p.ch.shift + i0 + 16, std::max<int64_t>(0, rows - 16));
+    rq[0].set(p.ch.multiplier + i0, p.ch.shift + i0, std::min<int64_t>(16, rows), p.out.y_zp);
+    rq[1].set(p.ch.multiplier + i0 + 16, p.ch.shift + i0 + 16, std::max<int64_t>(0, rows - 16), p.out.y_zp);
     bias0 = _mm512_maskz_loadu_epi32(qu8_mask16(rows), p.ch.bias + i0);
     bias1 = rows > 16 ? _mm512_maskz_loadu_epi32(qu8_mask16(rows - 16), p.ch.bias + i0 + 16) : _mm512_setzero_si512();
   }
@@ -400,11 +419,11 @@ void dense_packed(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int6
     }
     const int64_t lo = std::min<int64_t>(16, rows), hi = rows - lo;
     LaneRequant rq;
-    rq.set(ch.multiplier + i0, ch.shift + i0, lo);
+    rq.set(ch.multiplier + i0, ch.shift + i0, lo, q.y_zp);
     const __m512i acc0 = _mm512_add_epi32(_mm512_add_epi32(a0, b0), _mm512_maskz_loadu_epi32(qu8_mask16(lo), ch.bias + i0));
     _mm_mask_storeu_epi8(y + i0, qu8_mask16(lo), rq(acc0, range));
     if (hi > 0) {
-      rq.set(ch.multiplier + i0 + 16, ch.shift + i0 + 16, hi);
+      rq.set(ch.multiplier + i0 + 16, ch.shift + i0 + 16, hi, q.y_zp);
       const __m512i acc1 =
           _mm512_add_epi32(_mm512_add_epi32(a1, b1), _mm512_maskz_loadu_epi32(qu8_mask16(hi), ch.bias + i0 + 16));
       _mm_mask_storeu_epi8(y + i0 + 16, qu8_mask16(hi), rq(acc1, range));
