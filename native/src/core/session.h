@@ -76,6 +76,8 @@ class Session {
   void plan();  // shapes + arena for the bound input shapes
   // conv2d -> add (and qconv2d -> qadd) pairs run as one conv with the add's other operand as its
   // residual.
+  // A quantize of a graph input whose u8 output only a node with OpDef::takes_f32_input reads
+  // (as its input 0) runs in that node.
   void plan_fusion(const std::vector<Shape>& shapes);
   // Concats whose inputs can be written straight into their slices of the output: per value, the
   // concat output it is a slice of (else kAbsentInput) and where; such a concat is skipped.
@@ -110,7 +112,11 @@ class Session {
   // kAbsentInput), writes fused_out_ with fused_params_ (the add's activation, or for qconv2d the
   // qadd's parameters); the add is skipped.
   std::vector<uint32_t> fused_residual_, fused_out_;
+  // Per node, from plan_fusion: the f32 value a node that runs a quantize too reads as its input 0
+  // (else kAbsentInput); the quantize is skipped.
+  std::vector<uint32_t> fused_input_;
   std::vector<OpParams> fused_params_;
+  std::vector<bool> fused_;  // fused_params_[i] applies
   std::vector<bool> skipped_;
   std::unique_ptr<ThreadPool> pool_;  // threads_ > 1 only
   HugePageBuffer workspace_storage_;  // scratch of prepared ops (OpDef::workspace_floats)
