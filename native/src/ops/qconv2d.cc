@@ -103,6 +103,7 @@ struct State {
 };
 
 constexpr int64_t kQuantizedRowMax = 4096;  // bytes of one quantized input row, on the stack
+constexpr int64_t kPrefetchRows = 4;
 
 // The run's scratch lives in the session's workspace, shared by all nodes, rather than in each
 // node's state: a buffer of the node's own is cold in the caches when the node runs again after
@@ -289,16 +290,16 @@ void fill_phases(const State& s, const Conv2dParams& c, int32_t x_zp, RowFn&& ro
                  int64_t c1) {
   const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq;
   std::memset(planes + c0 * s.phases * plane, x_zp, size_t((c1 - c0) * s.phases * plane));
+  // Input rows in order (the quantizing row source streams through the f32 input): row iy is
+  // row i = (iy + pad_top) / sh of the phases (a, .), a = (iy + pad_top) % sh.
   for (int64_t ci = c0; ci < c1; ++ci)
-    for (int64_t a = 0; a < sh; ++a) {
-      // Rows i of phases (a, .) read input row sh * i + a - pad_top: inside for [i0, i1).
-      const int64_t i0 = std::min(s.hq, std::max<int64_t>(0, (c.pad_top - a + sh - 1) / sh));
-      const int64_t i1 = std::max(i0, std::min(s.hq, (c.h + c.pad_top - a + sh - 1) / sh));
-      bool used = false;
+    for (int64_t iy = 0; iy < c.h; ++iy) {
+      const int64_t a = (iy + c.pad_top) % sh, i = (iy + c.pad_top) / sh;
+      bool used = false;  // by a phase (a, .): rows between a stride's taps are not
       for (int64_t b = 0; b < sw; ++b) used = used || s.phase_of[size_t(a * sw + b)] >= 0;
-      if (!used) continue;
-      for (int64_t i = i0; i < i1; ++i) {
-        const uint8_t* in = row(ci, sh * i + a - c.pad_top);
+      if (i >= s.hq || !used) continue;
+      {
+        const uint8_t* in = row(ci, iy);
         for (int64_t b = 0; b < sw; ++b) {
           const int32_t phase = s.phase_of[size_t(a * sw + b)];
           if (phase < 0) continue;
@@ -378,8 +379,13 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
         if (quantize.on) {  // each input row quantized once, as the quantize node would
           alignas(64) uint8_t row[kQuantizedRowMax + 64];
           const float* xf = static_cast<const float*>(x) + image;
+          const float* end = xf + c1 * c.h * c.w;
           auto quantized = [&](int64_t ci, int64_t iy) {
-            quantize_row(c.w, quantize.scale, quantize.zp, xf + (ci * c.h + iy) * c.w, row);
+            const float* src = xf + (ci * c.h + iy) * c.w;
+            // The input is usually out of the caches: ask for a row a few rows ahead.
+            const float* ahead = src + kPrefetchRows * c.w;
+            for (int64_t j = 0; j < c.w && ahead + j < end; j += 16) __builtin_prefetch(ahead + j);
+            quantize_row(c.w, quantize.scale, quantize.zp, src, row);
             return static_cast<const uint8_t*>(row);
           };
           fill_phases(s, c, q.x_zp, quantized, padded, c0, c1);
