@@ -283,42 +283,38 @@ void parallel(ThreadPool* pool, int64_t tasks, Fn&& fn) {
   pool->parallel_for(tasks, [&](int64_t t, int thread) { fn(t, thread); });
 }
 
-// The phase planes of State::shifted of channels [c0, c1) of one image: x_zp everywhere, then
-// the input's bytes, row(ci, iy) giving input row iy of channel ci (each fetched once).
+// Into the phase planes of State::shifted (already x_zp everywhere), input rows [iy0, iy1) of
+// channel ci, row(iy) giving input row iy, fetched once each and in order (the quantizing row
+// source streams through the f32 input): row iy is row i = (iy + pad_top) / sh of the phases
+// (a, .), a = (iy + pad_top) % sh.
 template <typename RowFn>
-void fill_phases(const State& s, const Conv2dParams& c, int32_t x_zp, RowFn&& row, uint8_t* planes, int64_t c0,
-                 int64_t c1) {
+void fill_phases(const State& s, const Conv2dParams& c, RowFn&& row, uint8_t* planes, int64_t ci, int64_t iy0,
+                 int64_t iy1) {
   const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq;
-  std::memset(planes + c0 * s.phases * plane, x_zp, size_t((c1 - c0) * s.phases * plane));
-  // Input rows in order (the quantizing row source streams through the f32 input): row iy is
-  // row i = (iy + pad_top) / sh of the phases (a, .), a = (iy + pad_top) % sh.
-  for (int64_t ci = c0; ci < c1; ++ci)
-    for (int64_t iy = 0; iy < c.h; ++iy) {
-      const int64_t a = (iy + c.pad_top) % sh, i = (iy + c.pad_top) / sh;
-      bool used = false;  // by a phase (a, .): rows between a stride's taps are not
-      for (int64_t b = 0; b < sw; ++b) used = used || s.phase_of[size_t(a * sw + b)] >= 0;
-      if (i >= s.hq || !used) continue;
-      {
-        const uint8_t* in = row(ci, iy);
-        for (int64_t b = 0; b < sw; ++b) {
-          const int32_t phase = s.phase_of[size_t(a * sw + b)];
-          if (phase < 0) continue;
-          // Columns j of the phase read input column sw * j + b - pad_left: inside for [j0, j1).
-          const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
-          const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
-          const int64_t n = j1 - j0;
-          uint8_t* dst = planes + (ci * s.phases + phase) * plane + i * s.wq + j0;
-          const uint8_t* src = in + sw * j0 + b - c.pad_left;
-          if (sw == 1) {
-            std::memcpy(dst, src, size_t(n));
-          } else if (s.gemm->gather_row) {
-            s.gemm->gather_row(n, src, sw, dst);
-          } else {
-            for (int64_t j = 0; j < n; ++j) dst[j] = src[j * sw];
-          }
-        }
+  for (int64_t iy = iy0; iy < iy1; ++iy) {
+    const int64_t a = (iy + c.pad_top) % sh, i = (iy + c.pad_top) / sh;
+    bool used = false;  // by a phase (a, .): rows between a stride's taps are not
+    for (int64_t b = 0; b < sw; ++b) used = used || s.phase_of[size_t(a * sw + b)] >= 0;
+    if (i >= s.hq || !used) continue;
+    const uint8_t* in = row(iy);
+    for (int64_t b = 0; b < sw; ++b) {
+      const int32_t phase = s.phase_of[size_t(a * sw + b)];
+      if (phase < 0) continue;
+      // Columns j of the phase read input column sw * j + b - pad_left: inside for [j0, j1).
+      const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
+      const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
+      const int64_t n = j1 - j0;
+      uint8_t* dst = planes + (ci * s.phases + phase) * plane + i * s.wq + j0;
+      const uint8_t* src = in + sw * j0 + b - c.pad_left;
+      if (sw == 1) {
+        std::memcpy(dst, src, size_t(n));
+      } else if (s.gemm->gather_row) {
+        s.gemm->gather_row(n, src, sw, dst);
+      } else {
+        for (int64_t j = 0; j < n; ++j) dst[j] = src[j * sw];
       }
     }
+  }
 }
 
 // fill_phases for State::implicit: channel quads [q0, q1), four channels interleaved.
@@ -373,25 +369,31 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
         fill_phases4(s, c, q.x_zp, static_cast<const uint8_t*>(x) + image, padded, t * per, std::min(quads, (t + 1) * per));
       });
     } else {
-      const int64_t per = (c.c + threads - 1) / threads;
-      parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
-        const int64_t c0 = t * per, c1 = std::min(c.c, (t + 1) * per);
-        if (quantize.on) {  // each input row quantized once, as the quantize node would
-          alignas(64) uint8_t row[kQuantizedRowMax + 64];
-          const float* xf = static_cast<const float*>(x) + image;
-          const float* end = xf + c1 * c.h * c.w;
-          auto quantized = [&](int64_t ci, int64_t iy) {
-            const float* src = xf + (ci * c.h + iy) * c.w;
-            // The input is usually out of the caches: ask for a row a few rows ahead.
-            const float* ahead = src + kPrefetchRows * c.w;
-            for (int64_t j = 0; j < c.w && ahead + j < end; j += 16) __builtin_prefetch(ahead + j);
-            quantize_row(c.w, quantize.scale, quantize.zp, src, row);
-            return static_cast<const uint8_t*>(row);
-          };
-          fill_phases(s, c, q.x_zp, quantized, padded, c0, c1);
-        } else {
-          const uint8_t* xb = static_cast<const uint8_t*>(x) + image;
-          fill_phases(s, c, q.x_zp, [&](int64_t ci, int64_t iy) { return xb + (ci * c.h + iy) * c.w; }, padded, c0, c1);
+      // Tasks of a channel's rows: with fewer channels than threads (a 3-channel stem) each
+      // channel's rows split between them.
+      std::memset(padded, q.x_zp, size_t(planes_bytes));
+      const int64_t parts = std::max<int64_t>(1, (2 * threads + c.c - 1) / c.c);
+      const int64_t rows_per = (c.h + parts - 1) / parts;
+      parallel(pool, threads > 1 ? c.c * parts : 1, [&](int64_t t, int) {
+        const int64_t ci0 = threads > 1 ? t / parts : 0, ci1 = threads > 1 ? ci0 + 1 : c.c;
+        const int64_t iy0 = threads > 1 ? t % parts * rows_per : 0, iy1 = threads > 1 ? std::min(c.h, iy0 + rows_per) : c.h;
+        for (int64_t ci = ci0; ci < ci1; ++ci) {
+          if (quantize.on) {  // each input row quantized once, as the quantize node would
+            alignas(64) uint8_t row[kQuantizedRowMax + 64];
+            const float* xf = static_cast<const float*>(x) + image + ci * in_plane;
+            auto quantized = [&](int64_t iy) {
+              const float* src = xf + iy * c.w;
+              // The input is usually out of the caches: ask for a row a few rows ahead.
+              if (iy + kPrefetchRows < iy1)
+                for (int64_t j = 0; j < c.w; j += 16) __builtin_prefetch(src + kPrefetchRows * c.w + j);
+              quantize_row(c.w, quantize.scale, quantize.zp, src, row);
+              return static_cast<const uint8_t*>(row);
+            };
+            fill_phases(s, c, quantized, padded, ci, iy0, iy1);
+          } else {
+            const uint8_t* xc = static_cast<const uint8_t*>(x) + image + ci * in_plane;
+            fill_phases(s, c, [&](int64_t iy) { return xc + iy * c.w; }, padded, ci, iy0, iy1);
+          }
         }
       });
     }
