@@ -369,31 +369,28 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
         fill_phases4(s, c, q.x_zp, static_cast<const uint8_t*>(x) + image, padded, t * per, std::min(quads, (t + 1) * per));
       });
     } else {
-      // Tasks of a channel's rows: with fewer channels than threads (a 3-channel stem) each
-      // channel's rows split between them.
+      // Tasks of one channel's rows: with fewer than two channels a thread (a 3-channel stem)
+      // each channel's rows split into parts.
       std::memset(padded, q.x_zp, size_t(planes_bytes));
       const int64_t parts = std::max<int64_t>(1, (2 * threads + c.c - 1) / c.c);
       const int64_t rows_per = (c.h + parts - 1) / parts;
-      parallel(pool, threads > 1 ? c.c * parts : 1, [&](int64_t t, int) {
-        const int64_t ci0 = threads > 1 ? t / parts : 0, ci1 = threads > 1 ? ci0 + 1 : c.c;
-        const int64_t iy0 = threads > 1 ? t % parts * rows_per : 0, iy1 = threads > 1 ? std::min(c.h, iy0 + rows_per) : c.h;
-        for (int64_t ci = ci0; ci < ci1; ++ci) {
-          if (quantize.on) {  // each input row quantized once, as the quantize node would
-            alignas(64) uint8_t row[kQuantizedRowMax + 64];
-            const float* xf = static_cast<const float*>(x) + image + ci * in_plane;
-            auto quantized = [&](int64_t iy) {
-              const float* src = xf + iy * c.w;
-              // The input is usually out of the caches: ask for a row a few rows ahead.
-              if (iy + kPrefetchRows < iy1)
-                for (int64_t j = 0; j < c.w; j += 16) __builtin_prefetch(src + kPrefetchRows * c.w + j);
-              quantize_row(c.w, quantize.scale, quantize.zp, src, row);
-              return static_cast<const uint8_t*>(row);
-            };
-            fill_phases(s, c, quantized, padded, ci, iy0, iy1);
-          } else {
-            const uint8_t* xc = static_cast<const uint8_t*>(x) + image + ci * in_plane;
-            fill_phases(s, c, [&](int64_t iy) { return xc + iy * c.w; }, padded, ci, iy0, iy1);
-          }
+      parallel(pool, c.c * parts, [&](int64_t t, int) {
+        const int64_t ci = t / parts, iy0 = t % parts * rows_per, iy1 = std::min(c.h, iy0 + rows_per);
+        if (quantize.on) {  // each input row quantized once, as the quantize node would
+          alignas(64) uint8_t row[kQuantizedRowMax + 64];
+          const float* xf = static_cast<const float*>(x) + image + ci * in_plane;
+          auto quantized = [&](int64_t iy) {
+            const float* src = xf + iy * c.w;
+            // The input is usually out of the caches: ask for a row a few rows ahead.
+            if (iy + kPrefetchRows < iy1)
+              for (int64_t j = 0; j < c.w; j += 16) __builtin_prefetch(src + kPrefetchRows * c.w + j);
+            quantize_row(c.w, quantize.scale, quantize.zp, src, row);
+            return static_cast<const uint8_t*>(row);
+          };
+          fill_phases(s, c, quantized, padded, ci, iy0, iy1);
+        } else {
+          const uint8_t* xc = static_cast<const uint8_t*>(x) + image + ci * in_plane;
+          fill_phases(s, c, [&](int64_t iy) { return xc + iy * c.w; }, padded, ci, iy0, iy1);
         }
       });
     }
