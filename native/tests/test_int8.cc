@@ -312,8 +312,13 @@ TEST(qconv2d_fused_qadd_is_bit_identical_to_the_two_nodes) {
       [] { QConv q; q.c = 24; q.o = 24; q.group = 24; q.h = 12; q.w = 13; return q; }(),
       [] { QConv q; q.c = 12; q.o = 12; q.group = 3; q.h = 8; q.w = 8; q.n = 2; return q; }(),
       [] { QConv q; q.c = 5; q.o = 5; q.kh = q.kw = 5; q.pad = 2; q.h = 7; q.w = 6; return q; }(),
+      // channel quads in place with tiles across grid rows, and 12 rows (a partial row tile)
+      [] { QConv q; q.c = 16; q.o = 16; q.h = 20; q.w = 23; q.act_min = 9; return q; }(),
+      [] { QConv q; q.c = 12; q.o = 12; q.h = 5; q.w = 37; q.n = 2; return q; }(),
   };
+  int shape_index = 0;
   for (const QConv& shape : shapes) {
+    ++shape_index;
     const QConv q = random_conv(rng, shape);
     const std::vector<float> x = opt::random_vec(rng, size_t(q.n * q.c * q.h * q.w), -7, 7);
     const std::vector<int64_t> xq = quantized_input(q, x), conv = expected_conv_u8(q, x);
@@ -322,7 +327,9 @@ TEST(qconv2d_fused_qadd_is_bit_identical_to_the_two_nodes) {
       a.a_zp = conv_is_a ? q.y_zp : q.x_zp, a.b_zp = conv_is_a ? q.x_zp : q.y_zp;
       a.a_mult = int64_t((1u << 30) + uint32_t(rng.uniform(0, 1 << 30)));
       a.b_mult = int64_t((1u << 29) + uint32_t(rng.uniform(0, 1 << 30)));
-      a.shift = int32_t(rng.uniform(0, 3));
+      // shift 14: n = 45, the 16-bit split's edge; 20 (n = 51): the 64-bit formula
+      a.shift = shape_index % 5 == 0 ? 14 : shape_index % 5 == 1 ? 20 : int32_t(rng.uniform(0, 3));
+      if (a.shift > 2) a.a_mult >>= a.shift - 3, a.b_mult >>= a.shift - 5;
       std::vector<float> want;
       for (size_t i = 0; i < conv.size(); ++i) {
         const int64_t va = conv_is_a ? conv[i] : xq[i], vb = conv_is_a ? xq[i] : conv[i];
@@ -760,6 +767,32 @@ TEST(qs8_gemm_matches_the_formula_at_tile_edges) {
                                                             std::to_string(out_w) + " grid0=" + std::to_string(grid0));
             return;
           }
+          if (!g.fused_add) continue;
+          // With a qadd in the epilogue (QGemmParams::residual, the residual at y's offsets): the
+          // formula on the stored results, nothing else written.
+          ds::QAddParams qa{int32_t(rng.uniform(0, 255)), int32_t(rng.uniform(0, 255)), int64_t(rng.uniform(0, 2147483520.0f)),
+                            int64_t(rng.uniform(0, 2147483520.0f)), int32_t(rng.uniform(-2, 3)), {int32_t(rng.uniform(0, 255)), 0, 255}};
+          if (rng.uniform(0, 1) < 0.5f) qa.out.act_min = qa.out.y_zp, qa.out.act_max = int32_t(rng.uniform(float(qa.out.y_zp), 255));
+          CHECK(ds::qu8_qadd_split(qa, p.add));
+          std::vector<uint8_t> residual(yg.size());
+          for (auto& v : residual) v = uint8_t(rng.uniform(0, 255));
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j)
+              if ((grid0 + j) % grid_w < out_w) {
+                const size_t at = size_t(i * stride + out_col(grid0 + j));
+                const int64_t v = (int64_t(want_g[at]) - qa.a_zp) * qa.a_mult + (int64_t(residual[at]) - qa.b_zp) * qa.b_mult;
+                want_g[at] = ds::qu8_clamp(qa.out.y_zp + ds::qu8_round_shift(v, 31 + qa.shift), qa.out.act_min, qa.out.act_max);
+              }
+          std::fill(yg.begin(), yg.end(), 0xAB);
+          p.residual = residual.data(), p.add_out = qa.out;
+          g.gemm(p);
+          p.residual = nullptr;
+          if (yg != want_g) {
+            harness::record_failure(__FILE__, __LINE__, std::string(lv.name) + " gemm with qadd differs at m=" +
+                                                            std::to_string(m) + " n=" + std::to_string(n) + " k=" +
+                                                            std::to_string(k) + " grid_w=" + std::to_string(grid_w));
+            return;
+          }
         }
   }
 }
@@ -1130,7 +1163,7 @@ TEST(qu8_elementwise_kernels_match_the_reference) {
           q.a_zp = int32_t(rng.uniform(0, 255)), q.b_zp = int32_t(rng.uniform(0, 255));
           q.a_mult = rng.uniform(0, 1) < 0.2f ? (int64_t(1) << 31) - 1 : int64_t(rng.uniform(0, 2147483520.0f));
           q.b_mult = rng.uniform(0, 1) < 0.2f ? (int64_t(1) << 31) - 1 : int64_t(rng.uniform(0, 2147483520.0f));
-          static const int32_t shifts[] = {-30, -5, -1, 0, 1, 2, 12, 30};
+          static const int32_t shifts[] = {-30, -15, -1, 0, 1, 2, 15, 30};  // the split for -15..15
           q.shift = shifts[rep];
           q.out = {int32_t(rng.uniform(0, 255)), 0, 255};
           if (rng.uniform(0, 1) < 0.5f) q.out.act_min = q.out.y_zp, q.out.act_max = int32_t(rng.uniform(float(q.out.y_zp), 255));
@@ -1145,6 +1178,38 @@ TEST(qu8_elementwise_kernels_match_the_reference) {
       }
     }
   }
+}
+
+TEST(qadd_split_into_16_bit_products_is_exact_on_every_pair) {
+  // qu8_qadd_split_eval against the 64-bit formula on all 65536 (a, b) pairs, at the extreme
+  // multipliers and zero points and at both ends of the shifts it takes.
+  tiny::Rng rng(31);
+  const int64_t mult_max = (int64_t(1) << 31) - 1;
+  for (int rep = 0; rep < 40; ++rep) {
+    ds::QAddParams q;
+    const int64_t mults[] = {0, 1, mult_max, mult_max - 32768, int64_t(1) << 30, 65535, 65536};
+    auto mult = [&] { return rng.uniform(0, 1) < 0.4f ? mults[int(rng.uniform(0, 6.99f))] : int64_t(rng.uniform(0, 2147483520.0f)); };
+    q.a_mult = mult(), q.b_mult = mult();
+    q.a_zp = rep % 3 == 0 ? 255 : int32_t(rng.uniform(0, 255)), q.b_zp = rep % 5 == 0 ? 0 : int32_t(rng.uniform(0, 255));
+    q.shift = rep < 4 ? (rep < 2 ? -15 : 15) : int32_t(rng.uniform(-15, 15.99f));
+    q.out = {int32_t(rng.uniform(0, 255)), 0, 255};
+    ds::QAddSplit s;
+    CHECK(ds::qu8_qadd_split(q, s));
+    const int n = 31 + q.shift;
+    int bad = 0;
+    for (int32_t a = 0; a < 256; ++a)
+      for (int32_t b = 0; b < 256; ++b) {
+        const int64_t v = (int64_t(a) - q.a_zp) * q.a_mult + (int64_t(b) - q.b_zp) * q.b_mult;
+        bad += ds::qu8_qadd_split_eval(s, a, b) != q.out.y_zp + ds::qu8_round_shift(v, n);
+      }
+    CHECK_MSG(bad == 0, std::to_string(bad) + " pairs differ at shift " + std::to_string(q.shift) + " a_mult " +
+                            std::to_string(q.a_mult) + " b_mult " + std::to_string(q.b_mult));
+  }
+  ds::QAddParams q{0, 0, 1, 1, 16, {}};
+  ds::QAddSplit s;
+  CHECK(!ds::qu8_qadd_split(q, s));  // n = 47
+  q.shift = -16;
+  CHECK(!ds::qu8_qadd_split(q, s));  // n = 15
 }
 
 TEST(u8_maxpool2d_matches_a_plain_loop) {

@@ -243,6 +243,40 @@ def test_corrupt_quantization_parameters_are_rejected_by_the_native_loader(small
         Session(str(path))
 
 
+@pytest.mark.parametrize("stride, kernel", [(2, 7), (1, 3), (2, 1)])
+def test_input_quantize_folded_into_its_qconv2d_matches_the_two_nodes(isas, tmp_path, stride, kernel):
+    """A quantize of the graph input whose u8 output only a qconv2d (3 input channels: taps packed
+    from phase planes) reads runs in that conv, row by row as the planes are filled; the result is
+    the reference's and that of the graph with the u8 input also exported (not folded)."""
+    rng = np.random.default_rng(5)
+    pad = kernel // 2
+    g = random_graph(rng, [(8, kernel, stride, pad, 1, 1, 1), (8, 3, 1, 1, 1, 1, 0)], 3, 17, concat=False)
+    q = quantize_graph(g, calib=rng.standard_normal((4, 3, 17, 17)).astype(np.float32))
+    (quant,) = [n for n in q.nodes if n.op == "quantize"]
+    folded_path = tmp_path / "folded.dsm"
+    write_dsm(q, folded_path)
+    apart = copy.deepcopy(q)
+    apart.add_value(Value("x_u8_f32", apart.values[quant.outputs[0]].shape))
+    apart.add_node("dequantize", "x_u8_dq", [quant.outputs[0]], ["x_u8_f32"], scale=1.0, zero_point=0)
+    apart.outputs = list(apart.outputs) + ["x_u8_f32"]
+    apart_path = tmp_path / "apart.dsm"
+    write_dsm(apart, apart_path)
+    x = rng.standard_normal((2, 3, 17, 17)).astype(np.float32) * 2
+    x.flat[::7] = 0.5 * np.float32(quant.attrs["scale"])  # ties: round half to even
+    want = run_quantized(q, x)
+    with Session(folded_path, profile=True) as s:
+        s.time_nodes(x, runs=1, warmup=0)
+        (row,) = [r for r in s.node_profile() if r["name"] == quant.name]
+    for isa in isas:
+        for threads in (1, 2, 3):
+            got = run_native(str(folded_path), x, isa, threads)
+            np.testing.assert_array_equal(got, want, err_msg=f"folded at {isa}, {threads} threads")
+            two = run_native(str(apart_path), x, isa, threads)
+            np.testing.assert_array_equal(two[q.outputs[0]], got, err_msg=f"apart at {isa}, {threads} threads")
+    if "avx512vnni" in isas:  # the session's default level
+        assert row["ms"] == 0.0, "the quantize was not folded into the qconv2d"
+
+
 def test_qconv2d_with_its_qadd_fused_matches_the_two_nodes(isas, tmp_path):
     """The session runs a qadd in the epilogue of the qconv2d it follows; the result is the unfused
     graph's (the conv's output also exported, so that it has a second reader) and the reference's."""

@@ -196,6 +196,7 @@ void Session::plan_fusion(const std::vector<Shape>& shapes) {
   fused_residual_.assign(node_count, kAbsentInput);
   fused_out_.assign(node_count, kAbsentInput);
   fused_producer_.assign(node_count, SIZE_MAX);
+  fused_input_.assign(node_count, kAbsentInput);
   fused_params_.assign(node_count, OpParams{});
   skipped_.assign(node_count, false);
   std::vector<size_t> producer(model_.values.size(), SIZE_MAX), readers(model_.values.size(), 0);
@@ -239,6 +240,26 @@ void Session::plan_fusion(const std::vector<Shape>& shapes) {
       skipped_[j] = true;
       break;
     }
+  }
+  std::vector<size_t> reader(model_.values.size(), SIZE_MAX);  // the last node reading each value
+  for (size_t i = 0; i < node_count; ++i)
+    for (uint32_t id : model_.nodes[i].inputs)
+      if (id != kAbsentInput) reader[id] = i;
+  for (size_t j = 0; j < node_count; ++j) {
+    const Node& quant = model_.nodes[j];
+    if (quant.op->id != 25) continue;
+    const uint32_t src = quant.inputs[0], u8 = quant.outputs[0];
+    const size_t i = reader[u8];
+    if (readers[u8] != 1 || i == SIZE_MAX || std::find(model_.inputs.begin(), model_.inputs.end(), src) == model_.inputs.end())
+      continue;
+    const Node& conv = model_.nodes[i];
+    if (conv.inputs[0] != u8 || !conv.op->takes_f32_input || !states_[i] || !conv.op->takes_f32_input(states_[i].get()) ||
+        conv.params.zp != quant.params.zp)
+      continue;
+    if (!fused(i)) fused_params_[i] = conv.params;
+    fused_params_[i].quantize = {true, quant.params.scale, quant.params.zp};
+    fused_input_[i] = src;
+    skipped_[j] = true;
   }
   plan_producer_fusion(shapes, producer, readers);
 }
@@ -414,7 +435,7 @@ void Session::run() {
   require_bound();
   if (!planned_) plan();
   for (size_t i = 0; i < model_.nodes.size(); ++i) {
-    if (skipped_[i]) continue;  // an add run by the conv2d before it, a producer run by its reader
+    if (skipped_[i]) continue;  // an add run by the conv2d before it, a producer or a quantize run by its reader
     const Node& node = model_.nodes[i];
     scratch_.clear();  // capacity reserved by plan(): no allocation
     for (uint32_t id : node.inputs) {
@@ -434,6 +455,8 @@ void Session::run() {
         else scratch_.push_back({value_data(id), &shapes_[id], model_.values[id].dtype});
       }
     }
+    const uint32_t f32_in = fused_input_[i];
+    if (f32_in != kAbsentInput) scratch_[0] = {value_data(f32_in), &shapes_[f32_in], model_.values[f32_in].dtype};
     const uint32_t out = written_value(i);
     const OpParams& params = fused(i) ? fused_params_[i] : node.params;
     const bool timed = !profile_ns_.empty();

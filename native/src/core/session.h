@@ -77,11 +77,16 @@ class Session {
   void plan();  // shapes + arena for the bound input shapes
   // conv2d -> add (and qconv2d -> qadd) pairs run as one conv with the add's other operand as its
   // residual; then nodes that run their producer too (OpDef::fuse_producer: depthwise -> 1x1).
+  // A quantize of a graph input whose u8 output only a node with OpDef::takes_f32_input reads
+  // (as its input 0) runs in that node.
   void plan_fusion(const std::vector<Shape>& shapes);
   void plan_producer_fusion(const std::vector<Shape>& shapes, const std::vector<size_t>& producer,
                             const std::vector<size_t>& readers);
-  // Whether node i runs with fused_params_[i] (it fuses an add or its producer) or its own.
-  bool fused(size_t i) const { return fused_residual_[i] != kAbsentInput || fused_producer_[i] != SIZE_MAX; }
+  // Whether node i runs with fused_params_[i] (it fuses an add, its producer or an input quantize)
+  // or its own.
+  bool fused(size_t i) const {
+    return fused_residual_[i] != kAbsentInput || fused_producer_[i] != SIZE_MAX || fused_input_[i] != kAbsentInput;
+  }
   // Concats whose inputs can be written straight into their slices of the output: per value, the
   // concat output it is a slice of (else kAbsentInput) and where; such a concat is skipped.
   struct ConcatSlice {
@@ -117,6 +122,9 @@ class Session {
   std::vector<uint32_t> fused_residual_, fused_out_;
   // Per node: the node whose work it runs too (OpDef::fuse_producer; that node is skipped), or SIZE_MAX.
   std::vector<size_t> fused_producer_;
+  // Per node, from plan_fusion: the f32 value a node that runs a quantize too reads as its input 0
+  // (else kAbsentInput); the quantize is skipped.
+  std::vector<uint32_t> fused_input_;
   std::vector<OpParams> fused_params_;
   std::vector<bool> skipped_;
   std::unique_ptr<ThreadPool> pool_;  // threads_ > 1 only

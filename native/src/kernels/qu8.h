@@ -56,6 +56,41 @@ struct QAddParams {
   QuantOut out;
 };
 void ds_qu8_vadd__scalar(const BinaryParams& p, const QAddParams& q, const uint8_t* a, const uint8_t* b, uint8_t* y);
+// qadd's unclamped result y_zp + q, q = round_shift(v, n), n = 31 + shift, on int32 lanes with
+// 16-bit products (vpmaddwd): negated, -q = floor(X / 2^n) with
+//   X = a (-a_mult) + b (-b_mult) + K,  K = a_zp a_mult + b_zp b_mult + 2^(n-1) - 1
+// (floor(-y / d) = -floor((y + d - 1) / d)). Each negated multiplier m = hi 2^16 + lo with lo the
+// signed low 16 bits (hi fits int16 because m > -2^31), and K = k_hi 2^16 + k_lo (0 <= k_lo < 2^16),
+// so X = 2^16 H + L with H = a a_hi + b b_hi + k_hi, L = a a_lo + b b_lo + k_lo, and
+//   floor(X / 2^n) = (H + (L >> 16)) >> (n - 16)
+// exactly, with H and L in int32 when n is in 16..46.
+struct QAddSplit {
+  int16_t a_lo = 0, b_lo = 0, a_hi = 0, b_hi = 0;
+  int32_t k_lo = 0, k_hi = 0, count = 0, y_zp = 0;
+};
+// False when the split does not apply (n outside 16..46 or a multiplier outside 0..2^31 - 1).
+inline bool qu8_qadd_split(const QAddParams& q, QAddSplit& s) {
+  const int n = 31 + q.shift;
+  const int64_t limit = int64_t(1) << 31;
+  if (n < 16 || n > 46 || q.a_mult < 0 || q.a_mult >= limit || q.b_mult < 0 || q.b_mult >= limit) return false;
+  auto split = [](int64_t m, int16_t& hi, int16_t& lo) {
+    lo = int16_t(uint16_t(uint64_t(-m) & 0xFFFF));
+    hi = int16_t((-m - lo) >> 16);
+  };
+  split(q.a_mult, s.a_hi, s.a_lo);
+  split(q.b_mult, s.b_hi, s.b_lo);
+  const int64_t k = int64_t(q.a_zp) * q.a_mult + int64_t(q.b_zp) * q.b_mult + (int64_t(1) << (n - 1)) - 1;
+  s.k_lo = int32_t(k & 0xFFFF);
+  s.k_hi = int32_t(k >> 16);  // < 2^25 + 2^29
+  s.count = n - 16;
+  s.y_zp = q.out.y_zp;
+  return true;
+}
+// The split's arithmetic on one pair (a, b of 0..255), as the vector kernels compute it.
+inline int32_t qu8_qadd_split_eval(const QAddSplit& s, int32_t a, int32_t b) {
+  const int32_t lo = a * s.a_lo + b * s.b_lo + s.k_lo, hi = a * s.a_hi + b * s.b_hi + s.k_hi;
+  return s.y_zp - ((hi + (lo >> 16)) >> s.count);
+}
 // The 256-entry table of clamp(y_zp + requant(v - zp, mult, shift), 0, 255) for v = 0..255.
 void ds_qu8_requant_table__scalar(int32_t zp, int32_t mult, int32_t shift, int32_t y_zp, uint8_t* table);
 void ds_u8_lut__scalar(int64_t n, const uint8_t* x, const uint8_t* table, uint8_t* y);
@@ -106,6 +141,13 @@ struct QGemmParams {
   // stored at y[i * y_row_stride + q - (q / grid_w) * (grid_w - out_w)] when q % grid_w < out_w,
   // dropped otherwise (the columns a convolution computes past its output rows, State::shifted).
   int64_t grid_w = 0, out_w = 0, grid0 = 0;
+  // Non-null (levels with QGemmKernels::fused_add): a qadd runs in the epilogue, on the clamped u8
+  // result c as its operand a and the residual byte r at y's offset from `residual` as b,
+  //   y = clamp(qu8_qadd_split_eval(add, c, r), add_out.act_min, add_out.act_max)
+  // (bit for bit qconv2d then qadd; the op puts the conv's operand first in `add`).
+  const uint8_t* residual = nullptr;
+  QAddSplit add;
+  QuantOut add_out;
 };
 
 struct QGemmKernels {
@@ -135,6 +177,7 @@ struct QGemmKernels {
   void (*pack_wt)(int64_t m, int64_t k, const int8_t* w, void* dst) = nullptr;
   void (*gemm_t)(const struct QGemmTParams& p) = nullptr;
   bool grid_out = false;  // gemm takes QGemmParams::grid_w
+  bool fused_add = false;  // gemm takes QGemmParams::residual
 };
 
 // Output channels in the vector lanes (panels of 32, weights packed [panel][k/4][32][4]) and

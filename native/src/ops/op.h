@@ -78,6 +78,13 @@ struct OpParams {
     const void* expand = nullptr;
     Activation expand_act;
   } depthwise;
+  // Not an attribute: a quantize the session runs in this qconv2d (OpDef::takes_f32_input): input
+  // 0 is that quantize's f32 input, quantized with its scale and zero point (the conv's x_zp).
+  struct FusedQuantize {
+    bool on = false;
+    float scale = 1.0f;
+    int32_t zp = 0;
+  } quantize;
   // Not an attribute: the kernel the session was asked to prepare this node with (one of its
   // OpDef::kernels; empty: the op's own rule). Set by the session from the per-node kernel
   // choices (ds_session_options.kernels), read by prepare only.
@@ -164,6 +171,10 @@ struct OpDef {
   bool (*fuse_producer)(const OpParams& p, const void* state, const OpParams& producer_p, const void* producer_state,
                         const std::vector<const Shape*>& producer_in, OpParams* fused) = nullptr;
   int producer_input = -1;
+  // Optional, with run_prepared: true when this prepared state takes its input 0 as the f32 input
+  // of a quantize node (OpParams::quantize) and quantizes it itself (the session then skips a
+  // quantize whose u8 output only this node reads).
+  bool (*takes_f32_input)(const void* state) = nullptr;
 };
 
 // The op with this id, or null.

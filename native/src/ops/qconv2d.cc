@@ -94,10 +94,16 @@ struct State {
   bool transposed = false;
   std::vector<uint8_t> packed_wt;
   std::vector<int32_t> pix;
+  // Shifted, not implicit, rows up to kQuantizedRowMax: the input may come as f32 with
+  // OpParams::quantize, each row quantized once while the phase planes are filled.
+  bool takes_f32 = false;
   int64_t padded_bytes = 0;            // the phase planes and their slack, in the workspace
   int64_t chunk = 0;                   // output pixels per task (multiple of nr)
   int64_t ws_bytes = 0;                // per thread, in the workspace after the phase planes
 };
+
+constexpr int64_t kQuantizedRowMax = 4096;  // bytes of one quantized input row, on the stack
+constexpr int64_t kPrefetchRows = 4;
 
 // The run's scratch lives in the session's workspace, shared by all nodes, rather than in each
 // node's state: a buffer of the node's own is cold in the caches when the node runs again after
@@ -190,6 +196,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
         g.pack_wt(o, k, reordered.data(), s->packed_wt.data());
         for (int64_t t = 0; t < oh * ow; ++t) s->pix.push_back(int32_t(t / ow * s->wq + t % ow));
       }
+      s->takes_f32 = !s->implicit && xd[3] <= kQuantizedRowMax;
       pixels = (oh - 1) * s->wq + ow;  // the grid up to the last output pixel
       // The last plane's taps read up to a row past it (dropped columns only); interleaved, the
       // GEMM reads whole 32-column panels.
@@ -233,6 +240,24 @@ struct FusedAdd {
   QAddKernel vadd = nullptr;  // null: the scalar formula
   const uint8_t* r = nullptr;
   const uint8_t* y = nullptr;  // the output's start (r's offsets follow it)
+  // The GEMM's epilogue runs it instead (QGemmParams::residual) when the level takes it and the
+  // 16-bit split applies: the conv's operand first, so the formula is symmetric in the swap.
+  bool in_gemm = false;
+  QAddSplit split;
+
+  void set_gemm(const QGemmKernels& g) {
+    QAddParams c = q;
+    if (conv_side == 1) std::swap(c.a_zp, c.b_zp), std::swap(c.a_mult, c.b_mult);
+    in_gemm = g.fused_add && qu8_qadd_split(c, split);
+  }
+  // The GEMM's output y (at the output's offset) gets the add in its epilogue; true when it does.
+  bool into(QGemmParams& gp) const {
+    if (!in_gemm) return false;
+    gp.residual = r + (gp.y - y);
+    gp.add = split;
+    gp.add_out = q.out;
+    return true;
+  }
 
   void operator()(const uint8_t* c, uint8_t* dst, int64_t n) const {
     const uint8_t* res = r + (dst - y);
@@ -258,39 +283,38 @@ void parallel(ThreadPool* pool, int64_t tasks, Fn&& fn) {
   pool->parallel_for(tasks, [&](int64_t t, int thread) { fn(t, thread); });
 }
 
-// The phase planes of State::shifted of channels [c0, c1) of one image: x_zp everywhere, then
-// the input's bytes.
-void fill_phases(const State& s, const Conv2dParams& c, int32_t x_zp, const uint8_t* x, uint8_t* planes, int64_t c0,
-                 int64_t c1) {
+// Into the phase planes of State::shifted (already x_zp everywhere), input rows [iy0, iy1) of
+// channel ci, row(iy) giving input row iy, fetched once each and in order (the quantizing row
+// source streams through the f32 input): row iy is row i = (iy + pad_top) / sh of the phases
+// (a, .), a = (iy + pad_top) % sh.
+template <typename RowFn>
+void fill_phases(const State& s, const Conv2dParams& c, RowFn&& row, uint8_t* planes, int64_t ci, int64_t iy0,
+                 int64_t iy1) {
   const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq;
-  std::memset(planes + c0 * s.phases * plane, x_zp, size_t((c1 - c0) * s.phases * plane));
-  for (int64_t a = 0; a < sh; ++a)
+  for (int64_t iy = iy0; iy < iy1; ++iy) {
+    const int64_t a = (iy + c.pad_top) % sh, i = (iy + c.pad_top) / sh;
+    bool used = false;  // by a phase (a, .): rows between a stride's taps are not
+    for (int64_t b = 0; b < sw; ++b) used = used || s.phase_of[size_t(a * sw + b)] >= 0;
+    if (i >= s.hq || !used) continue;
+    const uint8_t* in = row(iy);
     for (int64_t b = 0; b < sw; ++b) {
       const int32_t phase = s.phase_of[size_t(a * sw + b)];
       if (phase < 0) continue;
-      // Columns j of the phase read input column sw * j + b - pad_left: inside for [j0, j1);
-      // rows i read input row sh * i + a - pad_top: inside for [i0, i1).
+      // Columns j of the phase read input column sw * j + b - pad_left: inside for [j0, j1).
       const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
       const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
-      const int64_t i0 = std::min(s.hq, std::max<int64_t>(0, (c.pad_top - a + sh - 1) / sh));
-      const int64_t i1 = std::max(i0, std::min(s.hq, (c.h + c.pad_top - a + sh - 1) / sh));
       const int64_t n = j1 - j0;
-      for (int64_t ci = c0; ci < c1; ++ci) {
-        uint8_t* dst = planes + (ci * s.phases + phase) * plane + j0;
-        const uint8_t* src = x + ci * c.h * c.w + sw * j0 + b - c.pad_left;
-        for (int64_t i = i0; i < i1; ++i) {
-          uint8_t* row = dst + i * s.wq;
-          const uint8_t* in = src + (sh * i + a - c.pad_top) * c.w;
-          if (sw == 1) {
-            std::memcpy(row, in, size_t(n));
-          } else if (s.gemm->gather_row) {
-            s.gemm->gather_row(n, in, sw, row);
-          } else {
-            for (int64_t j = 0; j < n; ++j) row[j] = in[j * sw];
-          }
-        }
+      uint8_t* dst = planes + (ci * s.phases + phase) * plane + i * s.wq + j0;
+      const uint8_t* src = in + sw * j0 + b - c.pad_left;
+      if (sw == 1) {
+        std::memcpy(dst, src, size_t(n));
+      } else if (s.gemm->gather_row) {
+        s.gemm->gather_row(n, src, sw, dst);
+      } else {
+        for (int64_t j = 0; j < n; ++j) dst[j] = src[j * sw];
       }
     }
+  }
 }
 
 // fill_phases for State::implicit: channel quads [q0, q1), four channels interleaved.
@@ -319,8 +343,10 @@ void fill_phases4(const State& s, const Conv2dParams& c, int32_t x_zp, const uin
 }
 
 // The path of State::shifted.
-void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const QChannelParams& ch, uint8_t* padded,
-                 uint8_t* ws, int threads, ThreadPool* pool, uint8_t* y, const FusedAdd* fuse) {
+// x: u8, or f32 with `quantize` (State::takes_f32).
+void run_shifted(const State& s, const QConv2dParams& q, const void* x, const OpParams::FusedQuantize& quantize,
+                 QuantizeKernel quantize_row, const QChannelParams& ch, uint8_t* padded, uint8_t* ws, int threads,
+                 ThreadPool* pool, uint8_t* y, const FusedAdd* fuse) {
   const QGemmKernels& g = *s.gemm;
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
@@ -336,15 +362,36 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
     // the threads.
     const int64_t planes_bytes = c.c * s.phases * s.hq * s.wq;
     std::memset(padded + planes_bytes, q.x_zp, size_t(s.padded_bytes - planes_bytes));
+    const int64_t image = b * c.c * in_plane;
     if (s.implicit) {
       const int64_t quads = c.c / 4, per = (quads + threads - 1) / threads;
       parallel(pool, (quads + per - 1) / per, [&](int64_t t, int) {
-        fill_phases4(s, c, q.x_zp, x + b * c.c * in_plane, padded, t * per, std::min(quads, (t + 1) * per));
+        fill_phases4(s, c, q.x_zp, static_cast<const uint8_t*>(x) + image, padded, t * per, std::min(quads, (t + 1) * per));
       });
     } else {
-      const int64_t per = (c.c + threads - 1) / threads;
-      parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
-        fill_phases(s, c, q.x_zp, x + b * c.c * in_plane, padded, t * per, std::min(c.c, (t + 1) * per));
+      // Tasks of one channel's rows: with fewer than two channels a thread (a 3-channel stem)
+      // each channel's rows split into parts.
+      std::memset(padded, q.x_zp, size_t(planes_bytes));
+      const int64_t parts = std::max<int64_t>(1, (2 * threads + c.c - 1) / c.c);
+      const int64_t rows_per = (c.h + parts - 1) / parts;
+      parallel(pool, c.c * parts, [&](int64_t t, int) {
+        const int64_t ci = t / parts, iy0 = t % parts * rows_per, iy1 = std::min(c.h, iy0 + rows_per);
+        if (quantize.on) {  // each input row quantized once, as the quantize node would
+          alignas(64) uint8_t row[kQuantizedRowMax + 64];
+          const float* xf = static_cast<const float*>(x) + image + ci * in_plane;
+          auto quantized = [&](int64_t iy) {
+            const float* src = xf + iy * c.w;
+            // The input is usually out of the caches: ask for a row a few rows ahead.
+            if (iy + kPrefetchRows < iy1)
+              for (int64_t j = 0; j < c.w; j += 16) __builtin_prefetch(src + kPrefetchRows * c.w + j);
+            quantize_row(c.w, quantize.scale, quantize.zp, src, row);
+            return static_cast<const uint8_t*>(row);
+          };
+          fill_phases(s, c, quantized, padded, ci, iy0, iy1);
+        } else {
+          const uint8_t* xc = static_cast<const uint8_t*>(x) + image + ci * in_plane;
+          fill_phases(s, c, [&](int64_t iy) { return xc + iy * c.w; }, padded, ci, iy0, iy1);
+        }
       });
     }
     if (s.transposed) {  // group 1
@@ -393,8 +440,9 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
           gp.y = yg + m0 * pixels;
           gp.y_row_stride = pixels;
           gp.grid_w = s.wq, gp.out_w = c.ow, gp.grid0 = p0;
+          const bool added = fuse && fuse->into(gp);
           g.gemm(gp);
-          if (fuse) {  // the block's output pixels, contiguous in each channel
+          if (fuse && !added) {  // the block's output pixels, contiguous in each channel
             auto out_pixel = [&](int64_t grid) { return grid / s.wq * c.ow + std::min(grid % s.wq, c.ow); };
             const int64_t o0 = out_pixel(p0), o1 = out_pixel(p1);
             for (int64_t i = m0; i < m1; ++i) (*fuse)(yg + i * pixels + o0, yg + i * pixels + o0, o1 - o0);
@@ -429,7 +477,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   q.conv = conv_params(p, xs, wd, os[2], os[3]);
   q.x_zp = p.zp;
   q.out = {p.y_zp, p.act_min, p.act_max};
-  const uint8_t* x = in[0].as<uint8_t>();
+  const uint8_t* x = in[0].as<uint8_t>();  // f32 with p.quantize (State::takes_f32: run_shifted only)
   const int8_t* w = in[1].as<int8_t>();
   uint8_t* y = static_cast<uint8_t*>(out);
   const int32_t* mult = in[3].as<int32_t>();
@@ -443,6 +491,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
     fused.vadd = kt.q ? kt.q->vadd : nullptr;
     fused.r = in[5].as<uint8_t>();
     fused.y = y;
+    if (s.gemm) fused.set_gemm(*s.gemm);
     fuse = &fused;
   }
   if (!s.gemm && !s.dw) {
@@ -477,7 +526,8 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   const QGemmKernels& g = *s.gemm;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
   if (s.shifted) {
-    run_shifted(s, q, x, ch, padded, ws, threads, ctx.pool, y, fuse);
+    const QuantizeKernel quantize_row = kt.q && kt.q->quantize ? kt.q->quantize : ds_qu8_quantize__scalar;
+    run_shifted(s, q, in[0].data, p.quantize, quantize_row, ch, padded, ws, threads, ctx.pool, y, fuse);
     return;
   }
   const int64_t col_tasks = (pixels + s.chunk - 1) / s.chunk;
@@ -513,18 +563,23 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
         gp.y_row_stride = pixels;
         gp.ch = {ch.bias + gi * og + m0, ch.multiplier + gi * og + m0, ch.shift + gi * og + m0};
         gp.out = q.out;
+        const bool added = fuse && fuse->into(gp);
         g.gemm(gp);
-        if (fuse)
+        if (fuse && !added)
           for (int64_t i = m0; i < m1; ++i) (*fuse)(gp.y + (i - m0) * pixels, gp.y + (i - m0) * pixels, p1 - p0);
       });
     }
   }
 }
 
+bool takes_f32_input(const void* state) { return static_cast<const State*>(state)->takes_f32; }
+
 }  // namespace
 
-// Input 5 (never a graph input): the residual of a qadd the session fuses (OpParams::qadd).
+// Input 5 (never a graph input): the residual of a qadd the session fuses (OpParams::qadd); input
+// 0 may be the f32 input of a quantize it fuses (OpParams::quantize).
 extern const OpDef kQConv2dOp = {27,           "qconv2d", 5,   5,                parse,   infer_shape, nullptr, false,
-                                 check_dtypes, prepare,   run, workspace_floats, nullptr, nullptr,     5};
+                                 check_dtypes, prepare,   run, workspace_floats, nullptr, nullptr,     5,
+                                 takes_f32_input};
 
 }  // namespace ds

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kernels/qs8-pack.h"
 #include "kernels/qu8.h"
@@ -229,11 +230,23 @@ void pack_wt(int64_t m, int64_t k, const int8_t* w, void* dst) {
 
 typedef int32_t __attribute__((may_alias, aligned(1))) packed_x32;
 
-// Per-lane requantization of 16 channels (lane = channel), 64-bit clamp: the formula for any shift.
+// Per-lane requantization of 16 channels (lane = channel). When every lane's n = 31 + shift is in
+// 33..52, the products' high halves on int32 lanes (RequantChannel::high: y_zp in the rounding
+// term, then a 32-bit clamp); otherwise the formula with 64-bit lanes and clamp, for any shift.
 struct LaneRequant {
   __m512i mult_e, mult_o, round_e, round_o, count_e, count_o;
-  void set(const int32_t* mult, const int32_t* shift, int64_t count) {  // channels [0, count) of 16
+  __m512i round_high, count_high;
+  bool high = false;
+  void set(const int32_t* mult, const int32_t* shift, int64_t count, int32_t y_zp) {
     alignas(64) int64_t me[8], mo[8], re[8], ro[8], ce[8], co[8];
+    alignas(64) int32_t rh[16], ch[16];
+    high = true;
+    for (int i = 0; i < 16; ++i) {
+      RequantChannel c;
+      c.set(i < count ? mult[i] : 0, i < count ? shift[i] : 2, y_zp);
+      high = high && c.high;
+      rh[i] = c.round_high, ch[i] = c.count_high;
+    }
     for (int i = 0; i < 8; ++i) {
       const bool e = 2 * i < count, o = 2 * i + 1 < count;
       const int ne = e ? 31 + shift[2 * i] : 32, no = o ? 31 + shift[2 * i + 1] : 32;
@@ -244,8 +257,15 @@ struct LaneRequant {
     mult_e = _mm512_load_si512(me), mult_o = _mm512_load_si512(mo);
     round_e = _mm512_load_si512(re), round_o = _mm512_load_si512(ro);
     count_e = _mm512_load_si512(ce), count_o = _mm512_load_si512(co);
+    round_high = _mm512_load_si512(rh), count_high = _mm512_load_si512(ch);
   }
   __m128i operator()(__m512i acc, const RequantRange& r) const {
+    if (high) {  // the even products' high halves moved next to the odd ones' (as requant32)
+      const __m512i even = _mm512_mul_epi32(acc, mult_e), odd = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), mult_o);
+      const __m512i v = _mm512_srav_epi32(
+          _mm512_add_epi32(_mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_CDAB), round_high), count_high);
+      return _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(v, r.lo32), r.hi32));
+    }
     __m512i even = _mm512_add_epi64(_mm512_mul_epi32(acc, mult_e), round_e);
     __m512i odd = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(acc, 32), mult_o), round_o);
     even = _mm512_max_epi64(_mm512_min_epi64(_mm512_srav_epi64(even, count_e), r.hi64), r.lo64);
@@ -261,28 +281,48 @@ struct PanelRequant {
   LaneRequant rq[2];
   __m512i bias0, bias1;
   void set(const QGemmTParams& p, int64_t i0, int64_t rows) {
-    rq[0].set(p.ch.multiplier + i0, p.ch.shift + i0, std::min<int64_t>(16, rows));
-    rq[1].set(p.ch.multiplier + i0 + 16, p.ch.shift + i0 + 16, std::max<int64_t>(0, rows - 16));
+    rq[0].set(p.ch.multiplier + i0, p.ch.shift + i0, std::min<int64_t>(16, rows), p.out.y_zp);
+    rq[1].set(p.ch.multiplier + i0 + 16, p.ch.shift + i0 + 16, std::max<int64_t>(0, rows - 16), p.out.y_zp);
     bias0 = _mm512_maskz_loadu_epi32(qu8_mask16(rows), p.ch.bias + i0);
     bias1 = rows > 16 ? _mm512_maskz_loadu_epi32(qu8_mask16(rows - 16), p.ch.bias + i0 + 16) : _mm512_setzero_si512();
   }
 };
 
-// The epilogue of one tile, out of line: its constants are not live across the K loop.
+// The epilogue of one tile, out of line: its constants are not live across the K loop. Per 16
+// channels, the tile's pixels (16 bytes each, one per channel) are transposed by unpacks into
+// each channel's 8 pixel bytes, stored as masked qwords into the channel rows (byte by byte from a
+// staging block it took a few percent of the 14x14 layers).
 __attribute__((noinline)) void gemm_t_store(const QGemmTParams& p, const PanelRequant& pr, const __m512i (*acc)[2],
                                             int64_t i0, int64_t rows, int64_t t0, int64_t cnt) {
   const RequantRange range(p.out);
-  const LaneRequant* rq = pr.rq;
-  const __m512i bias0 = pr.bias0, bias1 = pr.bias1;
-  // [pixel][channel] bytes, then channel rows of cnt bytes.
-  alignas(64) uint8_t stage[8][32];
-  for (int t = 0; t < cnt; ++t) {
-    _mm_store_si128(reinterpret_cast<__m128i*>(stage[t]), rq[0](_mm512_add_epi32(acc[t][0], bias0), range));
-    _mm_store_si128(reinterpret_cast<__m128i*>(stage[t] + 16), rq[1](_mm512_add_epi32(acc[t][1], bias1), range));
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    uint8_t* yr = p.y + (i0 + r) * p.y_row_stride + t0;
-    for (int64_t t = 0; t < cnt; ++t) yr[t] = stage[t][r];
+  const __mmask16 low = __mmask16((1u << cnt) - 1), high = __mmask16(low << 8);
+  for (int h = 0; h < 2 && 16 * h < rows; ++h) {
+    const __m512i bias = h == 0 ? pr.bias0 : pr.bias1;
+    __m128i px[8];
+    for (int t = 0; t < 8; ++t)
+      px[t] = t < cnt ? pr.rq[h](_mm512_add_epi32(acc[t][h], bias), range) : _mm_setzero_si128();
+    // Words of (pixel 2j, 2j + 1) per channel, then dwords of four pixels, then qwords of eight.
+    __m128i a[8], b[8];
+    for (int j = 0; j < 4; ++j) {
+      a[2 * j] = _mm_unpacklo_epi8(px[2 * j], px[2 * j + 1]);      // channels 0..7
+      a[2 * j + 1] = _mm_unpackhi_epi8(px[2 * j], px[2 * j + 1]);  // channels 8..15
+    }
+    for (int j = 0; j < 2; ++j)  // pixels 4j .. 4j + 3 of channels 0-3, 4-7, 8-11, 12-15
+      for (int half = 0; half < 2; ++half) {
+        b[4 * j + 2 * half] = _mm_unpacklo_epi16(a[4 * j + half], a[4 * j + 2 + half]);
+        b[4 * j + 2 * half + 1] = _mm_unpackhi_epi16(a[4 * j + half], a[4 * j + 2 + half]);
+      }
+    uint8_t* y = p.y + (i0 + 16 * h) * p.y_row_stride + t0;
+    for (int q = 0; q < 4; ++q) {  // channels 4q .. 4q + 3: b[q] holds pixels 0..3, b[4 + q] pixels 4..7
+      const __m128i c01 = _mm_unpacklo_epi32(b[q], b[4 + q]), c23 = _mm_unpackhi_epi32(b[q], b[4 + q]);
+      const int64_t r = 16 * h + 4 * q;
+      const __m128i pairs[2] = {c01, c23};
+      for (int k = 0; k < 2; ++k) {
+        uint8_t* row = y + (4 * q + 2 * k) * p.y_row_stride;
+        if (r + 2 * k < rows) _mm_mask_storeu_epi8(row, low, pairs[k]);
+        if (r + 2 * k + 1 < rows) _mm_mask_storeu_epi8(row + p.y_row_stride - 8, high, pairs[k]);
+      }
+    }
   }
 }
 
@@ -379,11 +419,11 @@ void dense_packed(int64_t k, const uint8_t* x, const int8_t* w, int64_t m0, int6
     }
     const int64_t lo = std::min<int64_t>(16, rows), hi = rows - lo;
     LaneRequant rq;
-    rq.set(ch.multiplier + i0, ch.shift + i0, lo);
+    rq.set(ch.multiplier + i0, ch.shift + i0, lo, q.y_zp);
     const __m512i acc0 = _mm512_add_epi32(_mm512_add_epi32(a0, b0), _mm512_maskz_loadu_epi32(qu8_mask16(lo), ch.bias + i0));
     _mm_mask_storeu_epi8(y + i0, qu8_mask16(lo), rq(acc0, range));
     if (hi > 0) {
-      rq.set(ch.multiplier + i0 + 16, ch.shift + i0 + 16, hi);
+      rq.set(ch.multiplier + i0 + 16, ch.shift + i0 + 16, hi, q.y_zp);
       const __m512i acc1 =
           _mm512_add_epi32(_mm512_add_epi32(a1, b1), _mm512_maskz_loadu_epi32(qu8_mask16(hi), ch.bias + i0 + 16));
       _mm_mask_storeu_epi8(y + i0 + 16, qu8_mask16(hi), rq(acc1, range));
@@ -422,10 +462,30 @@ struct TileStores {
 // Rows [i0, i0 + rows) x columns [j0, j0 + cols) from packed panels wp (8 rows) and xp (32
 // columns); rc holds the epilogue constants of row i0.
 // With xoff (QGemmParams::x_offsets) group g's columns are at xp + xoff[g], else packed at xp + g * 128.
-template <bool kOffsets>
+// The qadd of QGemmParams::residual: its lanes and its output range.
+struct EpilogueAdd {
+  QAddLanes lanes;
+  RequantRange range;
+  explicit EpilogueAdd(const QGemmParams& p) : lanes(p.add), range(p.add_out) {}
+};
+
+// The 32 residual bytes of a tile's columns in one output row: a masked load per store segment.
+inline __m256i load_tile_row(const uint8_t* row, const TileStores& st) {
+  __m256i v = _mm256_maskz_loadu_epi8(st.mask[0], row + st.offset[0]);
+  for (int s = 1; s < st.count; ++s) v = _mm256_mask_loadu_epi8(v, st.mask[s], row + st.offset[s]);
+  return v;
+}
+
+// The conv's clamped result (requant32's 16 lanes) paired with 16 residual bytes, through the qadd.
+inline __m512i add_lanes(__m512i acc, __m128i residual, const RequantRange& range, const QAddLanes& lanes) {
+  const __m512i c = _mm512_min_epi32(_mm512_max_epi32(acc, range.lo32), range.hi32);
+  return lanes(_mm512_or_si512(c, _mm512_slli_epi32(_mm512_cvtepu8_epi32(residual), 16)));
+}
+
+template <bool kOffsets, bool kAdd>
 inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, const uint8_t* xp,
                       const int64_t* xoff, int64_t i0, int64_t rows, const TileStores& st,
-                      const RequantChannel* rc, const RequantRange& range) {
+                      const RequantChannel* rc, const RequantRange& range, const EpilogueAdd* add) {
   // Accumulators start at the bias (rows past m: 0). Every index is a constant after unrolling,
   // so they stay in registers.
   __m512i acc[kMr][2];
@@ -449,10 +509,18 @@ inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, c
   for (int r = 0; r < kMr; r += 2) {
     if (r >= rows) break;
     const bool second = r + 1 < rows;
-    const __m512i a0 = requant32(acc[r][0], rc[r], range), a1 = requant32(acc[r][1], rc[r], range);
-    const __m512i b0 = second ? requant32(acc[r + 1][0], rc[r + 1], range) : a0;
-    const __m512i b1 = second ? requant32(acc[r + 1][1], rc[r + 1], range) : a1;
-    const __m512i v = pack_rows32(a0, a1, b0, b1, range);
+    __m512i a0 = requant32(acc[r][0], rc[r], range), a1 = requant32(acc[r][1], rc[r], range);
+    __m512i b0 = second ? requant32(acc[r + 1][0], rc[r + 1], range) : a0;
+    __m512i b1 = second ? requant32(acc[r + 1][1], rc[r + 1], range) : a1;
+    if constexpr (kAdd) {  // rows past m read row r's residual again (not stored)
+      const uint8_t* rr = p.residual + (i0 + r) * p.y_row_stride;
+      const __m256i ra = load_tile_row(rr, st), rb = second ? load_tile_row(rr + p.y_row_stride, st) : ra;
+      a0 = add_lanes(a0, _mm256_castsi256_si128(ra), range, add->lanes);
+      a1 = add_lanes(a1, _mm256_extracti128_si256(ra, 1), range, add->lanes);
+      b0 = add_lanes(b0, _mm256_castsi256_si128(rb), range, add->lanes);
+      b1 = add_lanes(b1, _mm256_extracti128_si256(rb, 1), range, add->lanes);
+    }
+    const __m512i v = pack_rows32(a0, a1, b0, b1, kAdd ? add->range : range);
     uint8_t* yr = p.y + (i0 + r) * p.y_row_stride;
     if (whole) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(yr + st.offset[0]), _mm512_castsi512_si256(v));
@@ -478,22 +546,26 @@ void gemm(const QGemmParams& p) {
   const int64_t block = std::min(kBlockRows, std::max<int64_t>(1, (256 * 1024) / (kMr * g_count * kKr)) * kMr);
   const RequantRange range(p.out);
   alignas(64) RequantChannel rc[kBlockRows];
+  std::optional<EpilogueAdd> fused;
+  if (p.residual) fused.emplace(p);
+  const EpilogueAdd* add = p.residual ? &*fused : nullptr;
   for (int64_t b0 = 0; b0 < p.m; b0 += block) {
     const int64_t b1 = std::min(p.m, b0 + block);
     for (int64_t i = b0; i < b1; ++i) rc[i - b0].set(p.ch.multiplier[i], p.ch.shift[i], p.out.y_zp);
     for (int64_t j0 = 0; j0 < p.n; j0 += kNr) {
       const TileStores st(p, j0, std::min<int64_t>(kNr, p.n - j0));
       if (st.count == 0) continue;  // dropped columns only
-      if (p.x_offsets) {
-        for (int64_t i0 = b0; i0 < b1; i0 += kMr)
-          gemm_tile<true>(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xbase + j0 * kKr, p.x_offsets, i0,
-                          std::min<int64_t>(kMr, p.m - i0), st, rc + (i0 - b0), range);
-        continue;
+      const bool offsets = p.x_offsets != nullptr;
+      const uint8_t* xp = offsets ? xbase + j0 * kKr : xbase + (j0 / kNr) * kNr * g_count * kKr;
+      for (int64_t i0 = b0; i0 < b1; i0 += kMr) {
+        const int8_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
+        const int64_t rows = std::min<int64_t>(kMr, p.m - i0);
+        const RequantChannel* rci = rc + (i0 - b0);
+        if (offsets && add) gemm_tile<true, true>(p, g_count, wp, xp, p.x_offsets, i0, rows, st, rci, range, add);
+        else if (offsets) gemm_tile<true, false>(p, g_count, wp, xp, p.x_offsets, i0, rows, st, rci, range, nullptr);
+        else if (add) gemm_tile<false, true>(p, g_count, wp, xp, nullptr, i0, rows, st, rci, range, add);
+        else gemm_tile<false, false>(p, g_count, wp, xp, nullptr, i0, rows, st, rci, range, nullptr);
       }
-      const uint8_t* xp = xbase + (j0 / kNr) * kNr * g_count * kKr;
-      for (int64_t i0 = b0; i0 < b1; i0 += kMr)
-        gemm_tile<false>(p, g_count, wbase + (i0 / kMr) * kMr * g_count * kKr, xp, nullptr, i0,
-                         std::min<int64_t>(kMr, p.m - i0), st, rc + (i0 - b0), range);
     }
   }
 }
@@ -541,7 +613,7 @@ namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm,
-    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t, true};
+    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t, true, true};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,

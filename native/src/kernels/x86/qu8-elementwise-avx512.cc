@@ -2,7 +2,8 @@
 // kernels/ref/qu8-elementwise-scalar.cc lane for lane:
 //   quantize: the float32 division, round to nearest even (vrndscaleps), + zp in float32, clamp,
 //     NaN -> zp.
-//   qadd: (a - a_zp) * a_mult + (b - b_zp) * b_mult in 64-bit lanes (vpmuldq on the even and the
+//   qadd: with 16-bit products on int32 lanes when qu8_qadd_split applies (the usual shifts);
+//     otherwise (a - a_zp) * a_mult + (b - b_zp) * b_mult in 64-bit lanes (vpmuldq on the even and the
 //     odd int32 lanes: |a - a_zp| <= 255 and the multipliers < 2^31 fit its operands), rounding
 //     add, arithmetic shift, clamp in 64 bits.
 //   u8 maxpool: per output row the maximum down the window's rows into a zero-padded row (0 is
@@ -44,6 +45,20 @@ void ds_qu8_dequantize__avx512(int64_t n, float scale, int32_t zp, const uint8_t
 }
 
 void ds_qu8_vadd__avx512(int64_t n, const QAddParams& q, const uint8_t* a, const uint8_t* b, uint8_t* y) {
+  QAddSplit split;
+  if (qu8_qadd_split(q, split)) {  // 32 outputs a step: the (a, b) pairs as 16-bit words
+    const QAddLanes lanes(split);
+    const __m512i lo = _mm512_set1_epi16(int16_t(q.out.act_min)), hi = _mm512_set1_epi16(int16_t(q.out.act_max));
+    for (int64_t i = 0; i < n; i += 32) {
+      const __mmask32 m = n - i >= 32 ? ~__mmask32(0) : (__mmask32(1) << (n - i)) - 1;
+      const __m512i wa = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, a + i));
+      const __m512i wb = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, b + i));
+      // Per 128-bit lane: pairs of its words 0..3, then 4..7; packs puts them back in order.
+      const __m512i v = _mm512_packs_epi32(lanes(_mm512_unpacklo_epi16(wa, wb)), lanes(_mm512_unpackhi_epi16(wa, wb)));
+      _mm256_mask_storeu_epi8(y + i, m, _mm512_cvtepi16_epi8(_mm512_min_epi16(_mm512_max_epi16(v, lo), hi)));
+    }
+    return;
+  }
   const int shift = 31 + q.shift;
   const __m512i am = _mm512_set1_epi64(q.a_mult), bm = _mm512_set1_epi64(q.b_mult);
   const __m512i azp = _mm512_set1_epi32(q.a_zp), bzp = _mm512_set1_epi32(q.b_zp);

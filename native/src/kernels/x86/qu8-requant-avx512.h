@@ -161,6 +161,24 @@ inline __m512i pack_rows32(__m512i a0, __m512i a1, __m512i b0, __m512i b1, const
   return _mm512_permutexvar_epi32(order, _mm512_min_epu8(_mm512_max_epu8(v, r.lo8), r.hi8));
 }
 
+// qu8_qadd_split_eval on 16 int32 lanes, each a pair: operand a in the low 16 bits, b in the high
+// (both 0..255); two vpdpwssd (AVX512-VNNI) and the shifts. The result is y_zp + q, unclamped.
+struct QAddLanes {
+  __m512i mult_lo, mult_hi, k_lo, k_hi, y_zp;
+  __m128i count;
+  explicit QAddLanes(const QAddSplit& s)
+      : mult_lo(_mm512_set1_epi32(int32_t(uint32_t(uint16_t(s.a_lo)) | uint32_t(uint16_t(s.b_lo)) << 16))),
+        mult_hi(_mm512_set1_epi32(int32_t(uint32_t(uint16_t(s.a_hi)) | uint32_t(uint16_t(s.b_hi)) << 16))),
+        k_lo(_mm512_set1_epi32(s.k_lo)),
+        k_hi(_mm512_set1_epi32(s.k_hi)),
+        y_zp(_mm512_set1_epi32(s.y_zp)),
+        count(_mm_cvtsi32_si128(s.count)) {}
+  __m512i operator()(__m512i pairs) const {
+    const __m512i lo = _mm512_dpwssd_epi32(k_lo, pairs, mult_lo), hi = _mm512_dpwssd_epi32(k_hi, pairs, mult_hi);
+    return _mm512_sub_epi32(y_zp, _mm512_sra_epi32(_mm512_add_epi32(hi, _mm512_srai_epi32(lo, 16)), count));
+  }
+};
+
 inline __mmask16 qu8_mask16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1); }
 
 }  // namespace
