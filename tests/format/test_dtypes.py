@@ -102,7 +102,7 @@ def test_writer_rejects_data_that_does_not_fit_the_dtype(dtype, data, enc, messa
 def test_writer_rejects_integer_activations():
     g = _graph()
     g.values["y"].dtype = "i32"
-    with pytest.raises(DsmFormatError, match="activation is f32 or u8"):
+    with pytest.raises(DsmFormatError, match="activation is f32, u8 or i16"):
         encode_dsm(g)
 
 
