@@ -411,6 +411,45 @@ def test_int16_lenet_is_far_closer_to_float_than_int8(name):
     assert np.abs(y16 - ref).max() < np.abs(y8 - ref).max()
 
 
+def _trained_lenet(name: str):
+    """The cached Fashion-MNIST checkpoint of `name` (as tests/quant/measure_accuracy.py loads it) and
+    the test split; skipped when the checkpoint or the data set is not cached (training takes minutes)."""
+    torch = pytest.importorskip("torch")
+    from dataclasses import asdict
+
+    from deepslim.compress.recipe import load as load_recipe
+    from deepslim.data.fashion_mnist import DatasetNotFoundError
+    from deepslim.frontends.torch import from_torch
+    from deepslim.ir.passes import optimize
+    from deepslim.train import TrainConfig, checkpoint_path
+    from deepslim.workflow import DATA_TAG, load_data, recipe_for, train_model
+
+    recipe = load_recipe(recipe_for(name))
+    config = TrainConfig.from_dict({**recipe.train, "seed": 0})
+    if not checkpoint_path(name, {**asdict(config), "data": DATA_TAG}).is_file():
+        pytest.skip(f"no cached {name} checkpoint (`deepslim train {name}` makes one)")
+    try:
+        splits = load_data(None)
+    except DatasetNotFoundError as e:
+        pytest.skip(str(e))
+    model, _, _ = train_model(name, splits, recipe, progress=False)
+    graph = optimize(from_torch(model.eval(), torch.zeros(1, *model.input_shape)))
+    return graph, splits
+
+
+@pytest.mark.parametrize("name", ["lenet5", "lenet300"])
+def test_int16_trained_lenet_keeps_float_accuracy(name):
+    graph, splits = _trained_lenet(name)
+    calib = splits["train"][0][:500]
+    x, labels = splits["test"][0][:300], splits["test"][1][:300]
+    ref, ref_w8 = run_graph(graph, x), run_graph(_float_with_i8_weights(graph), x)
+    y8, y16 = (run_quantized(quantize_graph(graph, calib=calib, activation_bits=b), x) for b in (8, 16))
+    acc = {k: float((y.argmax(1) == labels).mean() * 100) for k, y in (("fp32", ref), ("8", y8), ("16", y16))}
+    assert abs(acc["16"] - acc["fp32"]) <= 0.4 and acc["16"] >= acc["8"] - 0.2, acc
+    assert np.abs(y16 - ref_w8).mean() < np.abs(y8 - ref_w8).mean() / 20
+    assert np.abs(y16 - ref).max() < np.abs(y8 - ref).max()
+
+
 # -------------------------------------------------------------------------------- sensitivity
 
 
