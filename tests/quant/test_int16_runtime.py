@@ -141,17 +141,20 @@ def test_native_int16_matches_the_integer_reference(name, isas, tmp_path):
                                               err_msg=f"{name}: output {key}, {isa}, {threads} thread(s)")
 
 
-@pytest.mark.parametrize("corrupt, field", [
+BAD_I16 = [  # (how to corrupt the convs_int16 graph, the field the loader's message names)
     (lambda g: g.values["c1.multiplier"].data.__setitem__(0, (1 << 30) + 1), "multiplier"),
     (lambda g: next(n for n in g.nodes if n.name == "x.quantize").attrs.update(zero_point=1), "zero_point"),
     (lambda g: next(n for n in g.nodes if n.name == "c4").attrs.update(act_max=40000), "act_max"),
-])
-def test_native_loader_rejects_bad_i16_parameters(corrupt, field, tmp_path):
+    (lambda g: g.values["c2.shift"].data.__setitem__(1, -15), "shift"),
+]
+
+
+def test_native_loader_rejects_bad_i16_parameters(tmp_path):
     graph, kwargs, x = CASES["convs_int16"]
     q = quantize_graph(graph, calib=x, **kwargs)
-    bad = copy.deepcopy(q)
-    corrupt(bad)
-    path = tmp_path / "bad.dsm"
-    path.write_bytes(_unchecked_bytes(bad))
-    with pytest.raises(FormatError, match=field):
-        Session(str(path))
+    for i, (corrupt, field) in enumerate(BAD_I16):
+        bad = copy.deepcopy(q)
+        corrupt(bad)
+        (tmp_path / f"bad{i}.dsm").write_bytes(_unchecked_bytes(bad))
+        with pytest.raises(FormatError, match=field):
+            Session(str(tmp_path / f"bad{i}.dsm"))
