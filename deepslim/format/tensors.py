@@ -237,7 +237,8 @@ def _read_record(r: ByteReader, field: str, name: str, file_size: int, data_star
     if dtype not in DTYPE_NAMES:
         raise r.fail(f"{field} dtype", f"{dtype} is not a known dtype")
     if DTYPE_NAMES[dtype] not in NUMPY_DTYPES:
-        raise r.fail(f"{field} dtype", f"{DTYPE_NAMES[dtype]} is an activation dtype; a tensor is {', '.join(NUMPY_DTYPES)}")
+        raise r.fail(f"{field} dtype",
+                     f"{DTYPE_NAMES[dtype]} is an activation dtype; a tensor is {', '.join(NUMPY_DTYPES)}")
     shape = tuple(r.get_array("u64", r.get_count("u8", MAX_RANK, f"{field} rank"), f"{field} dims"))
     if any(d < 1 for d in shape):
         raise r.fail(f"{field} dims", f"{shape} has a dimension < 1")

@@ -7,7 +7,8 @@ import numpy as np
 
 I16_MIN, I16_MAX = -32768, 32767
 
-__all__ = ["I16_MAX", "I16_MIN", "choose_qparams", "choose_qparams_i16", "quantize_bias", "quantize_weights", "quantize_array", "dequantize_array"]
+__all__ = ["I16_MAX", "I16_MIN", "choose_qparams", "choose_qparams_i16", "quantize_bias", "quantize_weights",
+           "quantize_array", "dequantize_array"]
 
 
 def choose_qparams(lo: float, hi: float) -> tuple[float, int]:

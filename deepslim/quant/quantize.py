@@ -368,7 +368,8 @@ class _Quantizer:
             lo = zy
         elif code == 2:
             qmin, qmax = lo, hi
-            lo, hi = _clamp_q(zy, sy, a.get("act_alpha", 0.0), qmin, qmax), _clamp_q(zy, sy, a.get("act_beta", 0.0), qmin, qmax)
+            lo = _clamp_q(zy, sy, a.get("act_alpha", 0.0), qmin, qmax)
+            hi = _clamp_q(zy, sy, a.get("act_beta", 0.0), qmin, qmax)
         w = self._constant(wv.name, qw, "i8", _smallest_encoding(wv.name, qw, wv.encoding))
         b = self._constant(f"{node.name}.bias_q", quantize_bias(bias, sx, sw), "i32")
         m = self._constant(f"{node.name}.multiplier", mult, "i32")

@@ -16,8 +16,8 @@ from deepslim.frontends.reference import run_graph
 from deepslim.ir import Graph, Node, Value
 from deepslim.quant import quantize_graph, run_quantized
 from deepslim.quant.fixedpoint import quantize_multiplier, requant_i16_input
-from deepslim.quant.params import quantize_weights
 
+from measure_accuracy import float_with_i8_weights
 from test_quantize import CALIB, TEST, _unchecked_bytes, small_cnn
 from test_reference import qconv2d_loop
 
@@ -360,18 +360,6 @@ def test_i16_is_an_activation_dtype_only():
 # --------------------------------------------------------------------------- accuracy (LeNets)
 
 
-def _float_with_i8_weights(graph: Graph) -> Graph:
-    """The fp32 graph with every conv/dense weight replaced by its dequantized i8 value: what the
-    quantized graph computes when only the activations are exact."""
-    g = Graph(dict(graph.values), list(graph.nodes), list(graph.inputs), list(graph.outputs))
-    for n in graph.nodes:
-        if n.op in ("conv2d", "dense"):
-            v = graph.values[n.inputs[1]]
-            q, s = quantize_weights(v.data)
-            g.values[v.name] = Value(v.name, v.shape, "f32", (q * s.reshape(-1, *[1] * (q.ndim - 1))).astype(np.float32))
-    return g
-
-
 def _lenet_graph(name: str):
     torch = pytest.importorskip("torch")
     from deepslim import zoo
@@ -389,7 +377,7 @@ def test_int16_lenet_is_far_closer_to_float_than_int8(name):
     shape = graph.values[graph.inputs[0]].shape[1:]
     x = np.random.default_rng(1).standard_normal((240, *shape)).astype(np.float32)
     calib, test = x[:200], x[200:]
-    ref, ref_w8 = run_graph(graph, test), run_graph(_float_with_i8_weights(graph), test)
+    ref, ref_w8 = run_graph(graph, test), run_graph(float_with_i8_weights(graph), test)
     q8, q16 = (quantize_graph(graph, calib=calib, activation_bits=b) for b in (8, 16))
     assert all(v.dtype != "u8" for v in q16.values.values())  # LeNets have no table ops: all 16-bit
     y8, y16 = run_quantized(q8, test), run_quantized(q16, test)
@@ -431,7 +419,7 @@ def test_int16_trained_lenet_keeps_float_accuracy(name):
     graph, splits = _trained_lenet(name)
     calib = splits["train"][0][:500]
     x, labels = splits["test"][0][:300], splits["test"][1][:300]
-    ref, ref_w8 = run_graph(graph, x), run_graph(_float_with_i8_weights(graph), x)
+    ref, ref_w8 = run_graph(graph, x), run_graph(float_with_i8_weights(graph), x)
     y8, y16 = (run_quantized(quantize_graph(graph, calib=calib, activation_bits=b), x) for b in (8, 16))
     acc = {k: float((y.argmax(1) == labels).mean() * 100) for k, y in (("fp32", ref), ("8", y8), ("16", y16))}
     assert abs(acc["16"] - acc["fp32"]) <= 0.4 and acc["16"] >= acc["8"] - 0.2, acc
