@@ -209,7 +209,7 @@ class _Quantizer:
         if self.src.values[v].is_constant:
             return self._copy_constant(v)
         if v not in self.f32:
-            q = self.i16.get(v, self.u8.get(v))  # an i16 value has a u8 version only through a requantize
+            q = self.i16[v] if self.produced[v] == "i16" else self.u8[v]
             name = v if v in self.src.outputs and v not in self.out.values else _unique(
                 self.out.values.keys() | self.src.values.keys(), f"{v}.f32")
             self._activation(name, v, "f32")
@@ -222,7 +222,7 @@ class _Quantizer:
     def as_u8(self, v: str) -> str:
         if v not in self.u8:
             scale, zp = choose_qparams(*self.range_of(v))
-            if v in self.i16:
+            if self.produced.get(v) == "i16":
                 x = self.i16[v]
                 name = self._new_value(v, "u8", "u8")
                 mult, shift = quantize_multiplier(self.params[x][0] / scale)
@@ -314,7 +314,7 @@ class _Quantizer:
 
     def _moves_u8(self, node: Node) -> bool:
         x = node.inputs[0]
-        if (x not in self.u8 and x not in self.i16) or any(self._is_act(v) for v in node.inputs[1:]):
+        if (x not in self.u8 and self.produced.get(x) != "i16") or any(self._is_act(v) for v in node.inputs[1:]):
             return False
         if node.op == "resize":
             return node.attrs.get("mode", "nearest") == "nearest"

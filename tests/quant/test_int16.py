@@ -236,6 +236,17 @@ def test_int16_node_writes_i16_and_u8_readers_share_one_requantize():
     assert np.abs(y["a"] - ref["a"]).max() < 0.01 * np.abs(ref["a"]).max()
 
 
+def test_an_f32_value_read_in_i16_and_u8_gets_a_quantize_for_each():
+    g = _fan_out_graph()
+    g.nodes[1].inputs[0] = "x"  # fb reads the graph input too (x is (N, 6); wb is (5, 8) -> make it (5, 6))
+    g.values["wb"] = Value("wb", (5, 6), "f32", np.ones((5, 6), dtype=np.float32) * 0.1)
+    q = quantize_graph(g, calib=RNG.standard_normal((100, 6)).astype(np.float32), int16=["fa"])
+    quantizes = [n for n in q.nodes if n.op == "quantize"]
+    assert sorted(q.values[n.outputs[0]].dtype for n in quantizes) == ["i16", "u8"]
+    assert all(n.inputs == ["x"] for n in quantizes) and "requantize" in [n.op for n in q.nodes]  # (a -> fc)
+    assert q.values[_by_name(q)["fb"].inputs[0]].dtype == "u8"
+
+
 def test_int16_node_reads_u8_as_it_is_and_f32_through_a_quantize():
     q = quantize_graph(small_cnn(), calib=CALIB, int16=["fc3", "fc5"], keep_fp32=["res"])
     nodes = _by_name(q)
