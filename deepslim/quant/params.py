@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 I16_MIN, I16_MAX = -32768, 32767
+Q_RANGES = {"u8": (0, 255), "i16": (I16_MIN, I16_MAX)}  # the values of a quantized activation
 
-__all__ = ["I16_MAX", "I16_MIN", "choose_qparams", "choose_qparams_i16", "quantize_bias", "quantize_weights",
-           "quantize_array", "dequantize_array"]
+__all__ = ["I16_MAX", "I16_MIN", "Q_RANGES", "choose_qparams", "choose_qparams_i16", "quantize_bias",
+           "quantize_weights", "quantize_array", "dequantize_array"]
 
 
 def choose_qparams(lo: float, hi: float) -> tuple[float, int]:

@@ -34,7 +34,7 @@ from deepslim.frontends.reference import apply_activation
 from deepslim.ir.graph import ACTIVATIONS, Encoding, Graph, Node, Value
 from deepslim.quant.calibrate import DEFAULT_PERCENTILE, METHODS, calibrate_graph
 from deepslim.quant.fixedpoint import quantize_multiplier, quantize_multipliers
-from deepslim.quant.params import I16_MAX, I16_MIN, choose_qparams, choose_qparams_i16, quantize_bias, quantize_weights
+from deepslim.quant.params import Q_RANGES, choose_qparams, choose_qparams_i16, quantize_bias, quantize_weights
 
 __all__ = ["I16_MOVEMENT_OPS", "MOVEMENT_OPS", "int16_nodes", "prepare_graph", "quantize_graph"]
 
@@ -161,9 +161,6 @@ def _clamp_q(zp: int, scale: float, real: float, qmin: int = 0, qmax: int = 255)
     if real == -math.inf:
         return qmin
     return int(np.clip(zp + round(real / scale), qmin, qmax))
-
-
-_Q_RANGE = {"u8": (0, 255), "i16": (I16_MIN, I16_MAX)}
 
 
 class _Quantizer:
@@ -363,7 +360,7 @@ class _Quantizer:
         # with i16 x the multiplier has 15 significant bits, so that acc * (M >> 16) fits int64
         mult, shift = quantize_multipliers(sx * sw / sy, 15 if self.out.values[x].dtype == "i16" else 31)
         code = a.get("activation", 0)
-        lo, hi = _Q_RANGE[y_dtype]
+        lo, hi = Q_RANGES[y_dtype]
         if code == 1:
             lo = zy
         elif code == 2:

@@ -15,7 +15,7 @@ import numpy as np
 from deepslim.frontends.reference import pool_output_size, run_graph
 from deepslim.ir.graph import Graph, Node, Value
 from deepslim.quant.fixedpoint import requant, requant_i16_input, round_shift
-from deepslim.quant.params import I16_MAX, I16_MIN, dequantize_array, quantize_array
+from deepslim.quant.params import Q_RANGES, dequantize_array, quantize_array
 
 __all__ = ["I16_OPS", "U8_OPS", "run_quantized"]
 
@@ -24,7 +24,6 @@ U8_OPS = ("maxpool2d", "global_maxpool", "flatten", "reshape", "transpose", "cha
           "pad", "resize")
 I16_OPS = ("maxpool2d", "global_maxpool", "flatten", "reshape")  # those that also take i16
 _NP = {"u8": np.uint8, "i16": np.int16}
-_RANGE = {"u8": (0, 255), "i16": (I16_MIN, I16_MAX)}
 
 
 def run_quantized(graph: Graph, x, *, batch: int | None = None):
@@ -143,7 +142,7 @@ def _zero_point(a: dict, key: str, dtype: str) -> int:
 
 def _clamp(y: np.ndarray, dtype: str, lo=None, hi=None) -> np.ndarray:
     """Clamp to [lo, hi] (default: the dtype's whole range) and store as the dtype."""
-    qmin, qmax = _RANGE[dtype]
+    qmin, qmax = Q_RANGES[dtype]
     return np.clip(y, qmin if lo is None else lo, qmax if hi is None else hi).astype(_NP[dtype])
 
 
