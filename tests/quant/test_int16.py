@@ -175,6 +175,10 @@ def test_movement_ops_pass_i16_and_others_refuse_it():
     y = run_quantized(_graph("maxpool2d", [("x", x)], {}, dict(kernel=[2, 2]), (2, 3, 2, 2), "i16"), x)
     assert y.dtype == np.int16
     np.testing.assert_array_equal(y, x.reshape(2, 3, 2, 2, 2, 2).max(axis=(3, 5)))
+    neg = (-(np.abs(x.astype(np.int32)) % 32767) - 1).astype(np.int16)
+    a = dict(kernel=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    y = run_quantized(_graph("maxpool2d", [("x", neg)], {}, a, neg.shape, "i16"), neg)
+    assert y.max() < 0 and y[0, 0, 0, 0] == neg[0, 0, :2, :2].max()  # padded positions never win
     y = run_quantized(_graph("global_maxpool", [("x", x)], {}, {}, (2, 3, 1, 1), "i16"), x)
     np.testing.assert_array_equal(y, x.max(axis=(2, 3), keepdims=True))
     y = run_quantized(_graph("flatten", [("x", x)], {}, {}, (2, 48), "i16"), x)
@@ -219,7 +223,7 @@ def test_int16_node_writes_i16_and_u8_readers_share_one_requantize():
     nodes = _by_name(q)
     fa = nodes["fa"]
     assert q.values[fa.inputs[0]].dtype == "i16"  # an f32 input is quantized to i16
-    assert _by_name(q)[f"{'x'}.quantize"].op == "quantize" and [n.op for n in q.nodes].count("quantize") == 1
+    assert nodes["x.quantize"].outputs == fa.inputs[:1] and [n.op for n in q.nodes].count("quantize") == 1
     a16 = fa.outputs[0]
     assert q.values[a16].dtype == "i16" and fa.attrs["act_min"] == 0 and fa.attrs["act_max"] == 32767
     assert np.all(q.values[fa.inputs[3]].data % (1 << 16) == 0)  # i16 x: 15-bit multipliers

@@ -56,8 +56,8 @@ def isas(tmp_path_factory):
 
 def conv_graph(rng) -> Graph:
     """x (-1,3,13,13) -> conv 3x3 pad 1 + ReLU -> maxpool 2 -> grouped conv 3x3 stride 2 pads (1,2,2,1)
-    -> depthwise 3x3 dilation 2 pad 2 + clip -> conv 1x1 (37 odd channels) -> global maxpool ->
-    reshape -> dense 10, and a wide-K conv branch (K = 70 * 25) from the maxpool output."""
+    -> depthwise 3x3 dilation 2 pad 2 + clip -> conv 1x1 (37 odd channels) -> maxpool 3x3 pad 1 ->
+    global maxpool -> reshape -> dense 10, and a wide-K conv branch (K = 70 * 25) from the maxpool output."""
     g = Graph()
     g.add_value(Value("x", (-1, 3, 13, 13)))
 
@@ -76,8 +76,10 @@ def conv_graph(rng) -> Graph:
     conv("c3", "c2", 14, 14, 3, 4, pads=[2, 2, 2, 2], dilations=[2, 2], group=14, activation=2, act_alpha=-1.0,
          act_beta=2.0)
     conv("c4", "c3", 14, 37, 1, 4)
+    g.add_value(Value("p4", (-1, 37, 4, 4)))  # padded positions must not win over negative values
+    g.add_node("maxpool2d", "pool4", ["c4"], ["p4"], kernel=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
     g.add_value(Value("gm", (-1, 37, 1, 1)))
-    g.add_node("global_maxpool", "gmax", ["c4"], ["gm"])
+    g.add_node("global_maxpool", "gmax", ["p4"], ["gm"])
     g.add_value(Value("r", (-1, 37)))
     g.add_node("reshape", "reshape", ["gm"], ["r"], shape=[-1, 37])
     g.add_constant("fc.w", (rng.standard_normal((10, 37)) / 6).astype(np.float32))
