@@ -21,7 +21,8 @@ def build_quantize_parser(subparsers) -> argparse.ArgumentParser:
         "quantize", help="post-training int8 quantization of an ONNX or fp32 .dsm model",
         description="Quantize a model to int8: u8 activations (per tensor, asymmetric) calibrated on "
         "SAMPLES.npy, i8 weights (per output channel, symmetric), i32 biases, exact fixed-point "
-        "requantization. A .dsm model keeps its pruning (sparse layout) and is stored in the smallest "
+        "requantization; --int16 / --activation-bits 16 give conv/dense layers i16 output activations. "
+        "A .dsm model keeps its pruning (sparse layout) and is stored in the smallest "
         "encoding. Needs numpy (and onnx for an .onnx model), not torch.",
     )
     s.add_argument("model", help="the .onnx or fp32 .dsm file")
