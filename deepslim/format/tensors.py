@@ -4,10 +4,10 @@ Index streams (relative indices, cluster indices) are bit-packed; when `Encoding
 each index stream is instead Huffman coded if that is strictly smaller than bit-packing it, so a
 stream is never stored larger than its bit-packed form.
 
-Integer tensors (dtypes i8, u8, i32) hold raw values (no codebook). The values of an i8 or u8 tensor
+Integer tensors (dtypes i8, u8, i16, i32) hold raw values (no codebook). The values of an i8 or u8 tensor
 are stored in the smallest of: raw bytes; bit-packed at the narrowest width that holds every value
 (two's complement for i8, so int4 weights take 4 bits); Huffman coded bytes when `Encoding.huffman`
-is set. i32 values are raw.
+is set. i16 and i32 values are raw.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ MAX_TENSORS = 1_000_000
 MAX_ELEMENTS = 2**31
 MAX_STREAMS = 4
 ALIGN = 64
-# numpy element type of each tensor dtype, as stored (little-endian); i16 is for activations only
-NUMPY_DTYPES = {"f32": np.dtype("<f4"), "i8": np.dtype("i1"), "u8": np.dtype("u1"), "i32": np.dtype("<i4")}
+# numpy element type of each dtype, as stored (little-endian)
+NUMPY_DTYPES = {"f32": np.dtype("<f4"), "i8": np.dtype("i1"), "u8": np.dtype("u1"), "i32": np.dtype("<i4"),
+                "i16": np.dtype("<i2")}
 BYTE_DTYPES = ("i8", "u8")
 
 
@@ -107,8 +108,6 @@ def encode_tensor(value: Value) -> EncodedTensor:
     data = np.asarray(value.data)
     if value.dtype not in DTYPES:
         raise DsmFormatError(f"{what}: dtype {value.dtype!r} cannot be stored (known: {', '.join(DTYPES)})")
-    if value.dtype not in NUMPY_DTYPES:
-        raise DsmFormatError(f"{what}: {value.dtype} is an activation dtype; a tensor is {', '.join(NUMPY_DTYPES)}")
     if tuple(data.shape) != tuple(value.shape):
         raise DsmFormatError(f"{what}: data shape {tuple(data.shape)} differs from the value's shape {value.shape}")
     if len(data.shape) > MAX_RANK or any(d < 1 for d in data.shape) or data.size > MAX_ELEMENTS:
@@ -236,9 +235,6 @@ def _read_record(r: ByteReader, field: str, name: str, file_size: int, data_star
     dtype = r.get("u8", f"{field} dtype")
     if dtype not in DTYPE_NAMES:
         raise r.fail(f"{field} dtype", f"{dtype} is not a known dtype")
-    if DTYPE_NAMES[dtype] not in NUMPY_DTYPES:
-        raise r.fail(f"{field} dtype",
-                     f"{DTYPE_NAMES[dtype]} is an activation dtype; a tensor is {', '.join(NUMPY_DTYPES)}")
     shape = tuple(r.get_array("u64", r.get_count("u8", MAX_RANK, f"{field} rank"), f"{field} dims"))
     if any(d < 1 for d in shape):
         raise r.fail(f"{field} dims", f"{shape} has a dimension < 1")

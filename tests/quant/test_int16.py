@@ -365,11 +365,17 @@ def test_i16_into_an_op_that_does_not_take_it_is_rejected(wide):
         read_dsm(_unchecked_bytes(g))
 
 
-def test_i16_is_an_activation_dtype_only():
+def test_an_i16_tensor_holds_raw_little_endian_values():
     g = small_cnn()
-    g.add_value(Value("table16", (8,), "i16", np.zeros(8, dtype=np.int16)))
-    with pytest.raises(DsmFormatError, match="i16 is an activation dtype"):
-        encode_dsm(g)
+    data = np.array([[-32768, -1, 0], [1, 256, 32767]], dtype=np.int16)
+    g.add_value(Value("t16", data.shape, "i16", data))
+    encoded, _ = encode_dsm(g)
+    back, info = load_dsm(encoded)
+    assert back.values["t16"].dtype == "i16" and back.values["t16"].data.dtype == np.int16
+    np.testing.assert_array_equal(back.values["t16"].data, data)
+    record = next(t for t in info.tensors if t.name == "t16")
+    assert record.stream("values").codec == "raw" and record.stream("values").length == 12
+    assert data.astype("<i2").tobytes() in encoded
 
 
 # --------------------------------------------------------------------------- accuracy (LeNets)
