@@ -1,4 +1,5 @@
-"""`deepslim quantize MODEL.onnx|MODEL.dsm --calib SAMPLES.npy -o OUT.dsm`: post-training int8.
+"""`deepslim quantize MODEL.onnx|MODEL.dsm --calib SAMPLES.npy -o OUT.dsm`: post-training int8
+(`--int16 NODE` / `--activation-bits 16`: i16 activations for some or all conv/dense layers).
 
 Needs numpy (and onnx for an ONNX model) only. `build_quantize_parser(subparsers)` adds the
 subcommand; `quantize_command(args)` runs it and returns the exit code. Errors are raised as
@@ -20,7 +21,8 @@ def build_quantize_parser(subparsers) -> argparse.ArgumentParser:
         "quantize", help="post-training int8 quantization of an ONNX or fp32 .dsm model",
         description="Quantize a model to int8: u8 activations (per tensor, asymmetric) calibrated on "
         "SAMPLES.npy, i8 weights (per output channel, symmetric), i32 biases, exact fixed-point "
-        "requantization. A .dsm model keeps its pruning (sparse layout) and is stored in the smallest "
+        "requantization; --int16 / --activation-bits 16 give conv/dense layers i16 output activations. "
+        "A .dsm model keeps its pruning (sparse layout) and is stored in the smallest "
         "encoding. Needs numpy (and onnx for an .onnx model), not torch.",
     )
     s.add_argument("model", help="the .onnx or fp32 .dsm file")
@@ -33,6 +35,12 @@ def build_quantize_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--weight-bits", type=int, default=8, choices=(8, 4), help="8, or 4 for int4 weights")
     s.add_argument("--keep-fp32", action="append", default=[], metavar="NODE",
                    help="keep this node in float (repeat for several)")
+    s.add_argument("--int16", action="append", default=[], metavar="NODE",
+                   help="run this conv/dense node 16x8: i8 weights, i16 output activation (256x finer steps "
+                   "than u8); a sensitive layer kept this way stays 4x smaller than in fp32 (repeat for several)")
+    s.add_argument("--activation-bits", type=int, default=8, choices=(8, 16),
+                   help="8 (default): u8 activations; 16: every conv/dense node runs 16x8 as with --int16 "
+                   "(adds, tables and average pools stay u8)")
     s.add_argument("--samples", type=int, default=None, metavar="N", help="use only the first N calibration inputs")
     s.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="for an ONNX model: fix dynamic dimensions of input NAME, as in `deepslim convert`")
@@ -137,7 +145,8 @@ def quantize_command(args: argparse.Namespace) -> int:
     ranges = calibrate_graph(prepare_graph(graph), calib, args.method, args.percentile)
 
     def quantize(keep: list[str]):
-        return quantize_graph(graph, ranges=ranges, keep_fp32=keep, weight_bits=args.weight_bits)
+        return quantize_graph(graph, ranges=ranges, keep_fp32=keep, weight_bits=args.weight_bits,
+                              int16=[n for n in args.int16 if n not in keep], activation_bits=args.activation_bits)
 
     fallback_report = None
     if fallback == "measure":
@@ -154,7 +163,9 @@ def quantize_command(args: argparse.Namespace) -> int:
         ops[n.op] = ops.get(n.op, 0) + 1
     print(f"wrote {args.output}: {len(q.nodes)} nodes, {report.file_size:,} bytes "
           f"({report.file_size / fp32_bytes:.3f}x the fp32 .dsm of {fp32_bytes:,} bytes)")
-    print(f"  calibration: {len(calib)} inputs, method {args.method}; weights int{args.weight_bits}")
+    wide = sum(q.values[n.outputs[0]].dtype == "i16" for n in q.nodes if n.op in ("qconv2d", "qdense"))
+    print(f"  calibration: {len(calib)} inputs, method {args.method}; weights int{args.weight_bits}"
+          + (f"; {wide} conv/dense layer(s) with i16 activations" if wide else ""))
     print("  ops: " + ", ".join(f"{op} {k}" for op, k in sorted(ops.items(), key=lambda kv: -kv[1])))
     if fallback_report is not None:
         print_fallback(fallback_report)

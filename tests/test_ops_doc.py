@@ -9,7 +9,7 @@ from pathlib import Path
 
 from deepslim.ir.graph import OPS
 from deepslim.ir.ops import OP_SPECS, REQUIRED
-from deepslim.quant.quantize import MOVEMENT_OPS
+from deepslim.quant.quantize import I16_MOVEMENT_OPS, MOVEMENT_OPS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "ops.md"
@@ -20,22 +20,25 @@ SOURCES = {
     "ONNX": ["deepslim/frontends/onnx.py", "deepslim/frontends/onnx_ops.py"],
 }
 
-# Element types of the int8 ops (docs/format.md, "Quantized inference"): inputs -> output.
+# Element types of the quantized ops (docs/format.md, "Quantized inference"): inputs -> output.
 QUANT_DTYPES = {
-    "quantize": "f32 -> u8",
-    "dequantize": "u8 -> f32",
-    "qconv2d": "u8, i8 weight, i32 bias/multiplier/shift -> u8",
-    "qdense": "u8, i8 weight, i32 bias/multiplier/shift -> u8",
+    "quantize": "f32 -> u8 or i16",
+    "dequantize": "u8 or i16 -> f32",
+    "qconv2d": "u8 or i16, i8 weight, i32 bias/multiplier/shift -> u8 or i16",
+    "qdense": "u8 or i16, i8 weight, i32 bias/multiplier/shift -> u8 or i16",
     "qadd": "u8, u8 -> u8",
     "qconcat": "u8 ... -> u8",
     "qlut": "u8, u8 table -> u8",
     "qglobal_avgpool": "u8 -> u8",
+    "requantize": "u8 or i16 -> u8 or i16",
 }
 
 
 def _dtypes(op: str) -> str:
     if op in QUANT_DTYPES:
         return QUANT_DTYPES[op]
+    if op in I16_MOVEMENT_OPS:
+        return "f32, or u8 or i16 (same scale and zero point)"
     if op in MOVEMENT_OPS or op == "concat":
         return "f32, or u8 (same scale and zero point)"
     return "f32"

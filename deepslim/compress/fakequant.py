@@ -50,23 +50,29 @@ def quantize_u8(x: torch.Tensor, scale: float, zero_point: int) -> torch.Tensor:
     return torch.clamp(torch.round(x / s) + zero_point, QMIN_U8, QMAX_U8)
 
 
-class _FakeQuantU8(torch.autograd.Function):
+class _FakeQuant(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, scale, zero_point):
+    def forward(ctx, x, scale, zero_point, qmin, qmax):
         s = torch.tensor(scale, dtype=torch.float32)
         q = torch.round(x / s) + zero_point
-        ctx.save_for_backward((q >= QMIN_U8) & (q <= QMAX_U8))
-        return (torch.clamp(q, QMIN_U8, QMAX_U8) - zero_point) * s
+        ctx.save_for_backward((q >= qmin) & (q <= qmax))
+        return (torch.clamp(q, qmin, qmax) - zero_point) * s
 
     @staticmethod
     def backward(ctx, grad):
         (inside,) = ctx.saved_tensors
-        return grad * inside, None, None
+        return grad * inside, None, None, None, None
 
 
 def fake_quant_u8(x: torch.Tensor, scale: float, zero_point: int) -> torch.Tensor:
     """quantize_u8 then dequantize, with the straight-through gradient (zero where clamped)."""
-    return _FakeQuantU8.apply(x, float(scale), int(zero_point))
+    return _FakeQuant.apply(x, float(scale), int(zero_point), QMIN_U8, QMAX_U8)
+
+
+def fake_quant_i16(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """An i16 activation (symmetric, zero point 0): clamp(rint(x / scale), -32768, 32767) * scale,
+    with the straight-through gradient of fake_quant_u8."""
+    return _FakeQuant.apply(x, float(scale), 0, -32768, 32767)
 
 
 def weight_scales(w: torch.Tensor, bits: int = 8) -> torch.Tensor:
@@ -154,9 +160,15 @@ class FakeQuantAct(nn.Module):
         self.register_buffer("frozen", torch.tensor(False))
         self.enabled = True
         self.calibrating = False
+        self.bits = 8  # 16: the value is an i16 activation (qat.set_quantized's int16 layers)
 
     def qparams(self) -> tuple[float, int]:
         return act_qparams(*self.observer.range())
+
+    def i16_scale(self) -> float:
+        from deepslim.quant.params import choose_qparams_i16
+
+        return choose_qparams_i16(*self.observer.range())[0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.calibrating:
@@ -164,8 +176,10 @@ class FakeQuantAct(nn.Module):
         elif self.training and not bool(self.frozen):
             self.observer.update(x.detach(), self.averaging)
         if self.enabled and not self.calibrating and self.observer.initialized:
+            if self.bits == 16:
+                return fake_quant_i16(x, self.i16_scale())
             return fake_quant_u8(x, *self.qparams())
         return x
 
     def extra_repr(self) -> str:
-        return f"{self.value_name!r}, enabled={self.enabled}, frozen={bool(self.frozen)}"
+        return f"{self.value_name!r}, enabled={self.enabled}, bits={self.bits}, frozen={bool(self.frozen)}"

@@ -113,15 +113,21 @@ class QuantizeConfig:
     calib_samples: training samples used for calibration.
     weight_bits: 8 or 4 (int4 weights stored as 4-bit i8).
     keep_fp32: conv/fc layers that stay float32.
-    sensitivity: SensitivityConfig options; keeps the most sensitive layers in float32 until the
-        simulated int8 accuracy is within `budget` points of float32 (added to keep_fp32).
-    qat: QATConfig options; without it the step is post-training quantization only.
+    int16: conv/fc layers that run 16x8 (i8 weights, i16 output activation; quantize_graph's int16).
+    activation_bits: 8, or 16 to run every conv/fc layer not in keep_fp32 16x8.
+    sensitivity: SensitivityConfig options; keeps the most sensitive layers in float32 (added to
+        keep_fp32), or with keep_as int16 runs them 16x8 (added to int16), until the simulated int8
+        accuracy is within `budget` points of float32.
+    qat: QATConfig options; without it the step is post-training quantization only (its fake
+        quantization simulates every activation as u8, the int16 layers' too).
     """
 
     method: str | dict[str, str] = "minmax"
     calib_samples: int = 1000
     weight_bits: int = 8
     keep_fp32: tuple[str, ...] = ()
+    int16: tuple[str, ...] = ()
+    activation_bits: int = 8
     sensitivity: Any = None
     qat: Any = None
 
@@ -141,6 +147,14 @@ class QuantizeConfig:
         if isinstance(self.keep_fp32, str) or not all(isinstance(k, str) for k in self.keep_fp32):
             raise ValueError(f"quantize.keep_fp32 must be a list of layer names, got {self.keep_fp32!r}")
         object.__setattr__(self, "keep_fp32", tuple(self.keep_fp32))
+        if isinstance(self.int16, str) or not all(isinstance(k, str) for k in self.int16):
+            raise ValueError(f"quantize.int16 must be a list of layer names, got {self.int16!r}")
+        object.__setattr__(self, "int16", tuple(self.int16))
+        both = sorted(set(self.int16) & set(self.keep_fp32))
+        if both:
+            raise ValueError(f"quantize: layers both in int16 and keep_fp32: {both}")
+        if self.activation_bits not in (8, 16) or isinstance(self.activation_bits, bool):
+            raise ValueError(f"quantize.activation_bits must be 8 or 16, got {self.activation_bits!r}")
         for key, cls in (("sensitivity", SensitivityConfig), ("qat", QATConfig)):
             v = getattr(self, key)
             if isinstance(v, dict):
@@ -156,6 +170,7 @@ class QuantizeConfig:
         from deepslim.compress.layers import check_keys
 
         check_keys(dict.fromkeys(self.keep_fp32), model, "quantize.keep_fp32")
+        check_keys(dict.fromkeys(self.int16), model, "quantize.int16")
         if isinstance(self.method, dict):
             check_keys(self.method, model, "quantize.method")
 
@@ -170,6 +185,8 @@ class QuantizePlan:
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # from QAT; beat calibration
     calib: np.ndarray | None = None  # calibration inputs
     history: dict[str, Any] = field(default_factory=dict)
+    int16: list[str] = field(default_factory=list)  # layers that run 16x8
+    activation_bits: int = 8
 
 
 # --------------------------------------------------------------------------------- module state
@@ -403,16 +420,25 @@ def quantizable_ops(qm: nn.Module) -> list[str]:
     return names
 
 
-def set_quantized(qm: nn.Module, ops: Iterable[str] | None, *, keep_fp32: Iterable[str] = ()) -> None:
+def set_quantized(qm: nn.Module, ops: Iterable[str] | None, *, keep_fp32: Iterable[str] = (),
+                  int16: Iterable[str] = ()) -> None:
     """Quantize only `ops` (None: every op) minus `keep_fp32`: a layer's weight is fake-quantized when
     it is quantized; an activation when the op writing it or an op reading it is quantized (a value
-    between float ops stays float, as in the runtime's fp32 islands)."""
+    between float ops stays float, as in the runtime's fp32 islands).
+
+    `int16`: quantized layers that run 16x8 (quantize_graph's `int16`). An activation is i16 when an
+    int16 layer writes it, or a float op writes it and int16 layers read it, and no quantized op
+    reads it in u8 (one fake quantizer per value: a value read both ways is simulated as u8)."""
     keep = set(keep_fp32)
     on = set(quantizable_ops(qm) if ops is None else ops) - keep
+    wide = set(int16) & on
     for name, layer in qat_layers(qm).items():
         layer.quantize_weight = name in on
     for fq in act_quantizers(qm):
         fq.enabled = fq.producer in on or any(c in on for c in fq.consumers)
+        readers = [c for c in fq.consumers if c in on]
+        written_wide = fq.producer in wide or (fq.producer not in on and bool(readers))
+        fq.bits = 16 if written_wide and all(c in wide for c in readers) else 8
 
 
 def calibrate(qm: nn.Module, x: np.ndarray, batch_size: int = 500) -> None:
@@ -607,14 +633,16 @@ def quantize(model: nn.Module, config: QuantizeConfig, train_data=None, val_data
         raise ValueError("quantize needs training data: its first calib_samples inputs calibrate the ranges")
     calib = np.ascontiguousarray(train_data[0][: config.calib_samples], dtype=np.float32)
     keep = list(config.keep_fp32)
+    wide = list(config.int16)
     history: dict[str, Any] = {}
     if config.sensitivity is not None:
         if val_data is None:
             raise ValueError("quantize.sensitivity needs validation data")
         report = torch_sensitivity(model, calib, val_data, config.sensitivity, weight_bits=config.weight_bits)
         keep += [k for k in report.keep_fp32 if k not in keep]
+        wide += [k for k in report.int16 if k not in wide and k not in keep]
         history["sensitivity"] = {"reference": report.reference, "drops": report.drops,
-                                  "keep_fp32": report.keep_fp32, "trail": report.trail}
+                                  "keep_fp32": report.keep_fp32, "int16": report.int16, "trail": report.trail}
         if progress:
             print(report.table())
     ranges: dict[str, tuple[float, float]] = {}
@@ -623,7 +651,7 @@ def quantize(model: nn.Module, config: QuantizeConfig, train_data=None, val_data
         ranges, history["qat"] = quantization_aware_training(
             model, qat_config, train_data, val_data, keep_fp32=keep, weight_bits=config.weight_bits, shared=shared,
             progress=progress, seed=seed)
-    return QuantizePlan(keep, config.weight_bits, config.method, ranges, calib, history)
+    return QuantizePlan(keep, config.weight_bits, config.method, ranges, calib, history, wide, config.activation_bits)
 
 
 def quantize_for_export(graph, plan: QuantizePlan):
@@ -642,4 +670,6 @@ def quantize_for_export(graph, plan: QuantizePlan):
             if m is not None and node.outputs[0] not in ranges:
                 ranges[node.outputs[0]] = range_from_stats(stats[node.outputs[0]], m)
     return quantize_graph(graph, calib=plan.calib, ranges=ranges or None, method=method,
-                          keep_fp32=plan.keep_fp32, weight_bits=plan.weight_bits)
+                          keep_fp32=plan.keep_fp32, weight_bits=plan.weight_bits,
+                          int16=[n for n in plan.int16 if n not in plan.keep_fp32],
+                          activation_bits=plan.activation_bits)

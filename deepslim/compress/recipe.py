@@ -15,7 +15,9 @@
     quantize:                     # optional: int8 (deepslim.compress.qat.QuantizeConfig)
       method: minmax              # calibration: minmax | percentile | kl | mse, or per layer {conv: kl}
       keep_fp32: [fc2]            # layers that stay float32
-      sensitivity: {budget: 0.5}  # optional: keep the most sensitive layers in fp32 within a budget
+      int16: [conv1]              # layers that run 16x8 (i16 activations); activation_bits: 16 for all
+      sensitivity: {budget: 0.5}  # optional: keep the most sensitive layers in fp32 (keep_as: int16:
+                                  # run them 16x8) within a budget
       qat: {epochs: 1, train: {lr: 0.0001}, freeze_observers_after: 0.5, freeze_bn_after: 0.5}
 
 Steps run in the order prune, kmeans, quantize; Huffman coding and relative indexing happen when

@@ -134,7 +134,7 @@ def _check_graph(graph: Graph) -> None:
         if v.is_constant:
             continue
         if v.dtype not in ACTIVATION_DTYPES:
-            raise DsmFormatError(f"value {v.name!r}: an activation is f32 or u8, not {v.dtype}")
+            raise DsmFormatError(f"value {v.name!r}: an activation is f32, u8 or i16, not {v.dtype}")
         if any(d < 1 for d in v.shape[1:]) or (v.shape and v.shape[0] < 1 and v.shape[0] != -1):
             raise DsmFormatError(f"value {v.name!r}: shape {v.shape} needs dims >= 1 (dims[0] may be -1)")
     for node in graph.nodes:

@@ -15,7 +15,7 @@ MAX_ATTR_ITEMS = 65536
 ABSENT = 0xFFFFFFFF
 DTYPES = dict(IR_DTYPES)  # docs/format.md, "dtypes"
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
-ACTIVATION_DTYPES = ("f32", "u8")
+ACTIVATION_DTYPES = ("f32", "u8", "i16")
 ATTR_TYPES = {"int": 1, "float": 2, "ints": 3, "floats": 4, "string": 5}
 ATTR_KINDS = {v: k for k, v in ATTR_TYPES.items()}
 
@@ -103,7 +103,7 @@ def decode_graph_section(data: bytes, tensor_count: int) -> tuple[Graph, dict[st
             used_records[index] = name
             tensor_of[name] = index
         elif DTYPE_NAMES[dtype] not in ACTIVATION_DTYPES:
-            raise r.fail(f"{field} dtype", f"{DTYPE_NAMES[dtype]} is not an activation dtype (f32 or u8)")
+            raise r.fail(f"{field} dtype", f"{DTYPE_NAMES[dtype]} is not an activation dtype (f32, u8 or i16)")
         graph.add_value(Value(name, dims, DTYPE_NAMES[dtype]))
         names.append(name)
 

@@ -1,7 +1,8 @@
 """Checks of a quantized graph's dtypes and parameters (docs/format.md, "Quantized inference"),
 run by the writer and, after decoding, by the reader: a scale that is zero, negative or not finite,
-a zero point outside 0..255, a multiplier outside 0..2^31-1 or a shift outside -30..30 is rejected
-with a message naming the node and the field."""
+a u8 zero point outside 0..255 or an i16 one other than 0, act_min / act_max outside the output
+dtype's range, a multiplier outside 0..2^31-1 (with i16 x: not a multiple of 2^16) or a shift outside
+-30..30 (with i16 x: -14..30) is rejected with a message naming the node and the field."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ __all__ = ["check_quantized"]
 
 U8_OPS = ("maxpool2d", "global_maxpool", "flatten", "reshape", "transpose", "channel_shuffle", "slice", "concat",
           "pad", "resize")
-MAX_ACC_K = (2**31 - 1) // (255 * 128)  # K * 255 * 128 < 2^31
-_ZP_ATTRS = ("zero_point", "x_zero_point", "y_zero_point", "a_zero_point", "b_zero_point")
+I16_OPS = ("maxpool2d", "global_maxpool", "flatten", "reshape")  # the movement ops that also take i16
+Q_RANGE = {"u8": (0, 255), "i16": (-32768, 32767)}
+MAX_ACC_K = (2**31 - 1) // (255 * 128)  # u8 x: K * 255 * 128 < 2^31
+MAX_ACC_K_I16 = (2**46 - 1) // (32768 * 128)  # i16 x: K * 32768 * 128 < 2^46
+I16_MULT_STEP = 1 << 16  # an i16-input multiplier is a multiple of 2^16 (15 significant bits)
 
 
 def check_quantized(graph: Graph) -> None:
@@ -63,37 +67,58 @@ def _scale(value: float, what: str) -> None:
         raise ValueError(f"{what} is {value}; a scale must be finite and > 0")
 
 
+def _one_of(got, allowed: tuple[str, ...], what: str) -> None:
+    if got not in allowed:
+        raise ValueError(f"{what} is {got}, must be {' or '.join(allowed)}")
+
+
+def _zero_point(a: dict, key: str, dtype: str) -> None:
+    """A u8 zero point is in 0..255; an i16 value is symmetric, its zero point 0."""
+    if dtype == "i16":
+        if a[key] != 0:
+            raise ValueError(f"{key} is {a[key]}, must be 0 (the value is i16, symmetric)")
+    else:
+        _range(a[key], 0, 255, key)
+
+
+def _act_bounds(a: dict, dtype: str) -> None:
+    """act_min / act_max within the output dtype's range (absent: the whole range)."""
+    qmin, qmax = Q_RANGE[dtype]
+    lo, hi = a.get("act_min", qmin), a.get("act_max", qmax)
+    _range(lo, qmin, qmax, f"act_min ({dtype} output)")
+    _range(hi, qmin, qmax, f"act_max ({dtype} output)")
+    if lo > hi:
+        raise ValueError(f"act_min {lo} is greater than act_max {hi}")
+
+
 def _check_node(graph: Graph, node: Node, ins: list, outs: list) -> None:
     a, op = node.attrs, node.op
-    for key in _ZP_ATTRS:
-        if key in a:
-            _range(a[key], 0, 255, key)
-    if "zero_points" in a:
-        _range(a["zero_points"], 0, 255, "zero_points")
-    if op in ("qconv2d", "qdense", "qadd"):
-        lo, hi = a.get("act_min", 0), a.get("act_max", 255)
-        _range(lo, 0, 255, "act_min")
-        _range(hi, 0, 255, "act_max")
-        if lo > hi:
-            raise ValueError(f"act_min {lo} is greater than act_max {hi}")
     if op == "quantize":
         _need(ins[0], "f32", "input x")
-        _need(outs[0], "u8", "output")
+        _one_of(outs[0], ("u8", "i16"), "output")
+        _zero_point(a, "zero_point", outs[0])
         _scale(a["scale"], "scale")
     elif op == "dequantize":
-        _need(ins[0], "u8", "input x")
+        _one_of(ins[0], ("u8", "i16"), "input x")
         _need(outs[0], "f32", "output")
+        _zero_point(a, "zero_point", ins[0])
         _scale(a["scale"], "scale")
     elif op in ("qconv2d", "qdense"):
-        _need(ins[0], "u8", "input x")
-        _need(outs[0], "u8", "output")
+        _one_of(ins[0], ("u8", "i16"), "input x")
+        _one_of(outs[0], ("u8", "i16"), "output")
+        _zero_point(a, "x_zero_point", ins[0])
+        _zero_point(a, "y_zero_point", outs[0])
+        _act_bounds(a, outs[0])
         w = graph.values[node.inputs[1]]
         _constant(graph, w.name, "i8", "weight")
         o = w.shape[0]
         k = math.prod(w.shape[1:])
-        if k > MAX_ACC_K:
+        if ins[0] == "u8" and k > MAX_ACC_K:
             raise ValueError(f"weight {w.name!r} sums {k} products per output, more than {MAX_ACC_K} "
                              "(K * 255 * 128 must be < 2^31)")
+        if ins[0] == "i16" and k > MAX_ACC_K_I16:
+            raise ValueError(f"weight {w.name!r} sums {k} products per output, more than {MAX_ACC_K_I16} "
+                             "(with i16 x, K * 32768 * 128 must be < 2^46)")
         _constant(graph, node.inputs[2], "i32", "bias", o)
         m = _constant(graph, node.inputs[3], "i32", "multiplier", o)
         s = _constant(graph, node.inputs[4], "i32", "shift", o)
@@ -101,10 +126,22 @@ def _check_node(graph: Graph, node: Node, ins: list, outs: list) -> None:
             _range(m, 0, 2**31 - 1, f"multiplier {node.inputs[3]!r}")
         if s is not None:
             _range(s, -30, 30, f"shift {node.inputs[4]!r}")
+        if ins[0] == "i16":
+            _i16_input_requant(m, s, node.inputs[3], node.inputs[4])
+    elif op == "requantize":
+        _one_of(ins[0], ("u8", "i16"), "input x")
+        _one_of(outs[0], ("u8", "i16"), "output")
+        _zero_point(a, "x_zero_point", ins[0])
+        _zero_point(a, "y_zero_point", outs[0])
+        _range(a["multiplier"], 0, 2**31 - 1, "multiplier")
+        _range(a["shift"], -30, 30, "shift")
     elif op == "qadd":
         _need(ins[0], "u8", "input a")
         _need(ins[1], "u8", "input b")
         _need(outs[0], "u8", "output")
+        for key in ("a_zero_point", "b_zero_point", "y_zero_point"):
+            _zero_point(a, key, "u8")
+        _act_bounds(a, "u8")
         _range(a["a_multiplier"], 0, 2**31 - 1, "a_multiplier")
         _range(a["b_multiplier"], 0, 2**31 - 1, "b_multiplier")
         _range(a["shift"], -30, 30, "shift")
@@ -112,6 +149,8 @@ def _check_node(graph: Graph, node: Node, ins: list, outs: list) -> None:
         for i, t in enumerate(ins):
             _need(t, "u8", f"input {i}")
         _need(outs[0], "u8", "output")
+        _zero_point(a, "y_zero_point", "u8")
+        _range(a["zero_points"], 0, 255, "zero_points")
         for key in ("zero_points", "multipliers", "shifts"):
             if len(a[key]) != len(ins):
                 raise ValueError(f"{key} has {len(a[key])} entries for {len(ins)} inputs")
@@ -124,8 +163,16 @@ def _check_node(graph: Graph, node: Node, ins: list, outs: list) -> None:
     elif op == "qglobal_avgpool":
         _need(ins[0], "u8", "input x")
         _need(outs[0], "u8", "output")
+        for key in ("x_zero_point", "y_zero_point"):
+            _zero_point(a, key, "u8")
         _range(a["multiplier"], 0, 2**31 - 1, "multiplier")
         _range(a["shift"], -30, 30, "shift")
+    elif "i16" in ins:
+        if op not in I16_OPS:
+            raise ValueError(f"does not take i16 activations (inputs are {', '.join(str(t) for t in ins)}); "
+                             f"the ops that do: {', '.join(I16_OPS)}")
+        if any(t != "i16" for t in ins if t is not None) or any(t != "i16" for t in outs):
+            raise ValueError("an i16 input needs every input and the output to be i16")
     elif "u8" in ins:
         if op not in U8_OPS:
             raise ValueError(f"does not take u8 activations (inputs are {', '.join(str(t) for t in ins)})")
@@ -143,3 +190,16 @@ def _check_node(graph: Graph, node: Node, ins: list, outs: list) -> None:
                 raise ValueError(f"input {i} ({node.inputs[i]!r}) is {t}; the op takes f32")
         for t in outs:
             _need(t, "f32", "output")
+
+
+def _i16_input_requant(m, s, m_name: str, s_name: str) -> None:
+    """With i16 x the multiplier is a multiple of 2^16 and 15 + shift >= 1, so that
+    requant(acc, M, s) = round_shift(acc * (M >> 16), 15 + s) is exact in int64."""
+    if m is not None:
+        bad = np.asarray(m, dtype=np.int64) % I16_MULT_STEP != 0
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            raise ValueError(f"multiplier {m_name!r}[{i}] is {int(np.asarray(m).ravel()[i])}; with i16 x it must be "
+                             "a multiple of 2^16 (15 significant bits)")
+    if s is not None:
+        _range(s, -14, 30, f"shift {s_name!r} (i16 x: 15 + shift >= 1)")

@@ -4,10 +4,10 @@ Index streams (relative indices, cluster indices) are bit-packed; when `Encoding
 each index stream is instead Huffman coded if that is strictly smaller than bit-packing it, so a
 stream is never stored larger than its bit-packed form.
 
-Integer tensors (dtypes i8, u8, i32) hold raw values (no codebook). The values of an i8 or u8 tensor
+Integer tensors (dtypes i8, u8, i16, i32) hold raw values (no codebook). The values of an i8 or u8 tensor
 are stored in the smallest of: raw bytes; bit-packed at the narrowest width that holds every value
 (two's complement for i8, so int4 weights take 4 bits); Huffman coded bytes when `Encoding.huffman`
-is set. i32 values are raw.
+is set. i16 and i32 values are raw.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ MAX_ELEMENTS = 2**31
 MAX_STREAMS = 4
 ALIGN = 64
 # numpy element type of each dtype, as stored (little-endian)
-NUMPY_DTYPES = {"f32": np.dtype("<f4"), "i8": np.dtype("i1"), "u8": np.dtype("u1"), "i32": np.dtype("<i4")}
+NUMPY_DTYPES = {"f32": np.dtype("<f4"), "i8": np.dtype("i1"), "u8": np.dtype("u1"), "i32": np.dtype("<i4"),
+                "i16": np.dtype("<i2")}
 BYTE_DTYPES = ("i8", "u8")
 
 

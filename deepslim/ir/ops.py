@@ -132,6 +132,11 @@ OP_SPECS.update({
         {"x_zero_point": AttrSpec("int", REQUIRED), "y_zero_point": AttrSpec("int", REQUIRED),
          "multiplier": AttrSpec("int", REQUIRED), "shift": AttrSpec("int", REQUIRED)},
     ),
+    "requantize": OpSpec(
+        "requantize", ("x",), (),
+        {"x_zero_point": AttrSpec("int", REQUIRED), "y_zero_point": AttrSpec("int", REQUIRED),
+         "multiplier": AttrSpec("int", REQUIRED), "shift": AttrSpec("int", REQUIRED)},
+    ),
 })
 
 OPS_BY_ID: dict[int, str] = {op_id: name for name, op_id in OPS.items()}

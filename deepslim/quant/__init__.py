@@ -1,8 +1,9 @@
-"""Post-training quantization to int8 (docs/quantization.md): calibration, the graph transform and
-the bit-exact integer reference executor. Needs numpy (and onnx for ONNX input) only.
+"""Post-training quantization to int8, with optional int16 activations (docs/quantization.md):
+calibration, the graph transform and the bit-exact integer reference executor. Needs numpy (and
+onnx for ONNX input) only.
 
     quantize_graph(graph, calib=..., method="kl")   fp32 IR graph -> quantized IR graph
-    run_quantized(graph, x)                          integer reference for ops 25-32
+    run_quantized(graph, x)                          integer reference for ops 25-33
 """
 
 from deepslim.quant.quantize import quantize_graph

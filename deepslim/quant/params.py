@@ -1,11 +1,15 @@
-"""Quantization parameters: u8 asymmetric per-tensor activations, i8 symmetric per-channel weights,
-i32 biases (docs/format.md, "Quantized inference (int8)")."""
+"""Quantization parameters: u8 asymmetric and i16 symmetric per-tensor activations, i8 symmetric
+per-channel weights, i32 biases (docs/format.md, "Quantized inference")."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["choose_qparams", "quantize_bias", "quantize_weights", "quantize_array", "dequantize_array"]
+I16_MIN, I16_MAX = -32768, 32767
+Q_RANGES = {"u8": (0, 255), "i16": (I16_MIN, I16_MAX)}  # the values of a quantized activation
+
+__all__ = ["I16_MAX", "I16_MIN", "Q_RANGES", "choose_qparams", "choose_qparams_i16", "quantize_bias",
+           "quantize_weights", "quantize_array", "dequantize_array"]
 
 
 def choose_qparams(lo: float, hi: float) -> tuple[float, int]:
@@ -21,12 +25,27 @@ def choose_qparams(lo: float, hi: float) -> tuple[float, int]:
     return scale, zp
 
 
-def quantize_array(x: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
-    """The `quantize` op: clamp(rint(x / scale) + zero_point, 0, 255) in float32."""
+def choose_qparams_i16(lo: float, hi: float) -> tuple[float, int]:
+    """(scale, 0) of i16 (symmetric) for the real range [lo, hi]: scale = max(|lo|, |hi|) / 32767 as a
+    float32 number; an empty range gets scale 1/32767."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"range [{lo}, {hi}] is not finite")
+    scale = float(np.float32(max(abs(float(lo)), abs(float(hi))) / I16_MAX))
+    if scale <= 0.0 or not np.isfinite(scale):
+        return float(np.float32(1.0 / I16_MAX)), 0
+    return scale, 0
+
+
+def quantize_array(x: np.ndarray, scale: float, zero_point: int, dtype: str = "u8") -> np.ndarray:
+    """The `quantize` op: clamp(rint(x / scale) + zero_point, 0, 255) in float32 (u8), or
+    clamp(rint(x / scale), -32768, 32767) (i16, zero_point 0)."""
     x = np.asarray(x, dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         q = np.rint(x / np.float32(scale)) + np.float32(zero_point)
-    return np.clip(np.nan_to_num(q, nan=float(zero_point)), 0, 255).astype(np.uint8)
+    q = np.nan_to_num(q, nan=float(zero_point))
+    if dtype == "i16":
+        return np.clip(q, I16_MIN, I16_MAX).astype(np.int16)
+    return np.clip(q, 0, 255).astype(np.uint8)
 
 
 def dequantize_array(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:

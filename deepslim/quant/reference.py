@@ -1,10 +1,11 @@
 """Bit-exact integer reference executor for quantized graphs (docs/format.md, "Quantized inference").
 
-`run_quantized(graph, x)` runs ops 25-32 with exact integer arithmetic (int64 numpy; the qconv2d /
+`run_quantized(graph, x)` runs ops 25-33 with exact integer arithmetic (int64 numpy; the qconv2d /
 qdense sums go through float64 matrix products, which are exact because every partial sum is an
-integer below 2^31 < 2^53), the movement ops on u8 unchanged, and every other op as the float
-reference executor (deepslim.frontends.reference) does. It is the oracle the native runtime's
-int8 kernels must match bit for bit. Needs numpy only.
+integer below 2^53: K * 255 * 128 < 2^31 with u8 x, K * 32768 * 128 < 2^46 with i16 x), the movement
+ops on u8 and i16 unchanged, and every other op as the float reference executor
+(deepslim.frontends.reference) does. It is the oracle the native runtime's integer kernels must match
+bit for bit. Needs numpy only.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ import numpy as np
 
 from deepslim.frontends.reference import pool_output_size, run_graph
 from deepslim.ir.graph import Graph, Node, Value
-from deepslim.quant.fixedpoint import requant, round_shift
-from deepslim.quant.params import dequantize_array, quantize_array
+from deepslim.quant.fixedpoint import requant, requant_i16_input, round_shift
+from deepslim.quant.params import Q_RANGES, dequantize_array, quantize_array
 
-__all__ = ["U8_OPS", "run_quantized"]
+__all__ = ["I16_OPS", "U8_OPS", "run_quantized"]
 
 # f32 ops that also take u8 activations unchanged (docs/format.md)
 U8_OPS = ("maxpool2d", "global_maxpool", "flatten", "reshape", "transpose", "channel_shuffle", "slice", "concat",
           "pad", "resize")
+I16_OPS = ("maxpool2d", "global_maxpool", "flatten", "reshape")  # those that also take i16
+_NP = {"u8": np.uint8, "i16": np.int16}
 
 
 def run_quantized(graph: Graph, x, *, batch: int | None = None):
@@ -46,9 +49,8 @@ def run_quantized(graph: Graph, x, *, batch: int | None = None):
 
 def _run(graph: Graph, inputs: dict) -> dict[str, np.ndarray]:
     env: dict[str, np.ndarray] = {}
-    for name in graph.inputs:  # a graph input is f32, or u8 when the graph says so
-        u8 = graph.values[name].dtype == "u8"
-        env[name] = np.asarray(inputs[name], dtype=np.uint8 if u8 else np.float32)
+    for name in graph.inputs:  # a graph input is f32, or u8 / i16 when the graph says so
+        env[name] = np.asarray(inputs[name], dtype=_NP.get(graph.values[name].dtype, np.float32))
     for v in graph.constants():
         env[v.name] = v.data
     for node in graph.nodes:
@@ -56,9 +58,9 @@ def _run(graph: Graph, inputs: dict) -> dict[str, np.ndarray]:
         fn = _QOPS.get(node.op)
         try:
             if fn is not None:
-                out = fn(node, *args)
-            elif any(a is not None and a.dtype == np.uint8 for a in args):
-                out = _u8_op(node, graph, args)
+                out = fn(node, graph.values[node.outputs[0]].dtype, *args)
+            elif any(a is not None and a.dtype in (np.uint8, np.int16) for a in args):
+                out = _move_op(node, graph, args)
             else:
                 out = _float_op(node, graph, args)
         except (ValueError, KeyError, IndexError) as e:
@@ -93,12 +95,14 @@ def _float_op(node: Node, graph: Graph, args: list) -> np.ndarray:
     return np.asarray(run_graph(g, feed), dtype=np.float32)
 
 
-def _u8_op(node: Node, graph: Graph, args: list) -> np.ndarray:
-    """A movement op on u8: selecting and copying values is exact in float32, so run it there."""
-    if node.op not in U8_OPS:
-        raise ValueError("does not take u8 activations")
-    if any(a is not None and a.dtype != np.uint8 for a in args):
-        raise ValueError("mixes u8 and other dtypes")
+def _move_op(node: Node, graph: Graph, args: list) -> np.ndarray:
+    """A movement op on u8 or i16: selecting and copying values is exact in float32, so run it there."""
+    x = next(a for a in args if a is not None and a.dtype in (np.uint8, np.int16))
+    kind, ops = ("u8", U8_OPS) if x.dtype == np.uint8 else ("i16", I16_OPS)
+    if node.op not in ops:
+        raise ValueError(f"does not take {kind} activations")
+    if any(a is not None and a.dtype != x.dtype for a in args):
+        raise ValueError(f"mixes {kind} and other dtypes")
     if node.op == "resize" and node.attrs.get("mode", "nearest") != "nearest":
         raise ValueError("resize of u8 needs mode nearest")
     if node.op == "pad" and node.attrs.get("mode", "constant") == "constant":
@@ -106,7 +110,7 @@ def _u8_op(node: Node, graph: Graph, args: list) -> np.ndarray:
         if v != int(v) or not 0 <= v <= 255:
             raise ValueError(f"pad of u8 needs an integer value 0..255 (the zero point), got {v}")
     y = _float_op(node, graph, [a.astype(np.float32) if a is not None else None for a in args])
-    return y.astype(np.uint8)
+    return y.astype(x.dtype)
 
 
 def _need(a: np.ndarray, dtype, what: str) -> np.ndarray:
@@ -115,19 +119,57 @@ def _need(a: np.ndarray, dtype, what: str) -> np.ndarray:
     return a
 
 
-def _epilogue(acc: np.ndarray, a: dict, mult: np.ndarray, shift: np.ndarray, axis_shape) -> np.ndarray:
-    m = np.asarray(mult, dtype=np.int64).reshape(axis_shape)
-    s = np.asarray(shift, dtype=np.int64).reshape(axis_shape)
-    y = a["y_zero_point"] + requant(acc, m, s)
-    return np.clip(y, a.get("act_min", 0), a.get("act_max", 255)).astype(np.uint8)
+def _activation(a: np.ndarray, what: str) -> str:
+    """'u8' or 'i16', the dtype of a quantized activation."""
+    for name, t in _NP.items():
+        if a.dtype == t:
+            return name
+    raise ValueError(f"{what} is {a.dtype}, must be uint8 or int16")
 
 
-def _qconv2d(node: Node, x, w, b, mult, shift) -> np.ndarray:
-    a = node.attrs
-    _need(x, np.uint8, "x")
+def _q_output(y_dtype: str) -> str:
+    if y_dtype not in _NP:
+        raise ValueError(f"the output is {y_dtype}, must be u8 or i16")
+    return y_dtype
+
+
+def _zero_point(a: dict, key: str, dtype: str) -> int:
+    zp = a[key]
+    if dtype == "i16" and zp != 0:
+        raise ValueError(f"{key} is {zp}; an i16 value's zero point must be 0")
+    return zp
+
+
+def _clamp(y: np.ndarray, dtype: str, lo=None, hi=None) -> np.ndarray:
+    """Clamp to [lo, hi] (default: the dtype's whole range) and store as the dtype."""
+    qmin, qmax = Q_RANGES[dtype]
+    return np.clip(y, qmin if lo is None else lo, qmax if hi is None else hi).astype(_NP[dtype])
+
+
+def _linear_inputs(node: Node, y_dtype: str, x, w, b, mult, shift) -> str:
+    """Check the operands of qconv2d / qdense; returns x's dtype."""
+    x_dtype = _activation(x, "x")
+    _q_output(y_dtype)
     _need(w, np.int8, "weight")
     for t, n in ((b, "bias"), (mult, "multiplier"), (shift, "shift")):
         _need(t, np.int32, n)
+    _zero_point(node.attrs, "x_zero_point", x_dtype)
+    _zero_point(node.attrs, "y_zero_point", y_dtype)
+    return x_dtype
+
+
+def _epilogue(acc: np.ndarray, a: dict, mult: np.ndarray, shift: np.ndarray, axis_shape, x_dtype: str,
+              y_dtype: str) -> np.ndarray:
+    m = np.asarray(mult, dtype=np.int64).reshape(axis_shape)
+    s = np.asarray(shift, dtype=np.int64).reshape(axis_shape)
+    # with i16 x, acc * M would overflow int64; M is then a multiple of 2^16 and the shortcut is exact
+    rescaled = requant_i16_input(acc, m, s) if x_dtype == "i16" else requant(acc, m, s)
+    return _clamp(a["y_zero_point"] + rescaled, y_dtype, a.get("act_min"), a.get("act_max"))
+
+
+def _qconv2d(node: Node, y_dtype: str, x, w, b, mult, shift) -> np.ndarray:
+    a = node.attrs
+    x_dtype = _linear_inputs(node, y_dtype, x, w, b, mult, shift)
     sh, sw = a.get("strides", [1, 1])
     t, l, bo, r = a.get("pads", [0, 0, 0, 0])
     dh, dw = a.get("dilations", [1, 1])
@@ -146,23 +188,29 @@ def _qconv2d(node: Node, x, w, b, mult, shift) -> np.ndarray:
             cols[:, :, i, j] = xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
     cols = cols.reshape(n, g, cg * kh * kw, oh * ow)
     wg = w.astype(np.float64).reshape(g, o // g, cg * kh * kw)
-    acc = np.matmul(wg[None], cols)  # (n, g, o/g, oh*ow): exact, every partial sum is an integer < 2^31
+    acc = np.matmul(wg[None], cols)  # (n, g, o/g, oh*ow): exact, every partial sum is an integer < 2^53
     acc = acc.reshape(n, o, oh, ow).astype(np.int64) + b.astype(np.int64).reshape(1, o, 1, 1)
-    return _epilogue(acc, a, mult, shift, (1, o, 1, 1))
+    return _epilogue(acc, a, mult, shift, (1, o, 1, 1), x_dtype, y_dtype)
 
 
-def _qdense(node: Node, x, w, b, mult, shift) -> np.ndarray:
+def _qdense(node: Node, y_dtype: str, x, w, b, mult, shift) -> np.ndarray:
     a = node.attrs
-    _need(x, np.uint8, "x")
-    _need(w, np.int8, "weight")
-    for t, n in ((b, "bias"), (mult, "multiplier"), (shift, "shift")):
-        _need(t, np.int32, n)
+    x_dtype = _linear_inputs(node, y_dtype, x, w, b, mult, shift)
     acc = (x.astype(np.float64) - a["x_zero_point"]) @ w.astype(np.float64).T
     acc = acc.astype(np.int64) + b.astype(np.int64)
-    return _epilogue(acc, a, mult, shift, (-1,))
+    return _epilogue(acc, a, mult, shift, (-1,), x_dtype, y_dtype)
 
 
-def _qadd(node: Node, x, y) -> np.ndarray:
+def _requantize(node: Node, y_dtype: str, x) -> np.ndarray:
+    a = node.attrs
+    x_dtype = _activation(x, "x")
+    _q_output(y_dtype)
+    xz, yz = _zero_point(a, "x_zero_point", x_dtype), _zero_point(a, "y_zero_point", y_dtype)
+    y = yz + requant(x.astype(np.int64) - xz, a["multiplier"], a["shift"])
+    return _clamp(y, y_dtype)
+
+
+def _qadd(node: Node, y_dtype: str, x, y) -> np.ndarray:
     a = node.attrs
     _need(x, np.uint8, "a")
     _need(y, np.uint8, "b")
@@ -172,7 +220,7 @@ def _qadd(node: Node, x, y) -> np.ndarray:
     return np.clip(out, a.get("act_min", 0), a.get("act_max", 255)).astype(np.uint8)
 
 
-def _qconcat(node: Node, *xs) -> np.ndarray:
+def _qconcat(node: Node, y_dtype: str, *xs) -> np.ndarray:
     a = node.attrs
     parts = []
     for i, x in enumerate(xs):
@@ -182,7 +230,7 @@ def _qconcat(node: Node, *xs) -> np.ndarray:
     return np.concatenate(parts, axis=a["axis"])
 
 
-def _qlut(node: Node, x, table) -> np.ndarray:
+def _qlut(node: Node, y_dtype: str, x, table) -> np.ndarray:
     _need(x, np.uint8, "x")
     _need(table, np.uint8, "table")
     if table.shape != (256,):
@@ -190,7 +238,7 @@ def _qlut(node: Node, x, table) -> np.ndarray:
     return table[x]
 
 
-def _qglobal_avgpool(node: Node, x) -> np.ndarray:
+def _qglobal_avgpool(node: Node, y_dtype: str, x) -> np.ndarray:
     a = node.attrs
     _need(x, np.uint8, "x")
     acc = (x.astype(np.int64) - a["x_zero_point"]).sum(axis=(2, 3), keepdims=True)
@@ -198,14 +246,16 @@ def _qglobal_avgpool(node: Node, x) -> np.ndarray:
     return np.clip(y, 0, 255).astype(np.uint8)
 
 
-def _quantize(node: Node, x) -> np.ndarray:
+def _quantize(node: Node, y_dtype: str, x) -> np.ndarray:
     _need(x, np.float32, "x")
-    return quantize_array(x, node.attrs["scale"], node.attrs["zero_point"])
+    _q_output(y_dtype)
+    zp = _zero_point(node.attrs, "zero_point", y_dtype)
+    return quantize_array(x, node.attrs["scale"], zp, y_dtype)
 
 
-def _dequantize(node: Node, x) -> np.ndarray:
-    _need(x, np.uint8, "x")
-    return dequantize_array(x, node.attrs["scale"], node.attrs["zero_point"])
+def _dequantize(node: Node, y_dtype: str, x) -> np.ndarray:
+    zp = _zero_point(node.attrs, "zero_point", _activation(x, "x"))
+    return dequantize_array(x, node.attrs["scale"], zp)
 
 
 _QOPS = {
@@ -217,4 +267,5 @@ _QOPS = {
     "qconcat": _qconcat,
     "qlut": _qlut,
     "qglobal_avgpool": _qglobal_avgpool,
+    "requantize": _requantize,
 }

@@ -1,4 +1,4 @@
-"""Integer dtypes of the .dsm format (i8, u8, i32): round trips, the value codecs the writer picks
+"""Integer dtypes of the .dsm format (i8, u8, i16, i32): round trips, the value codecs the writer picks
 (raw, bitpack at the narrowest width, Huffman), and what the reader and writer reject."""
 
 import numpy as np
@@ -32,7 +32,7 @@ def _round_trip(dtype, data, enc=None):
 
 @settings(max_examples=40, deadline=None)
 @given(
-    dtype=st.sampled_from(["i8", "u8", "i32"]),
+    dtype=st.sampled_from(["i8", "u8", "i16", "i32"]),
     layout=st.sampled_from(["dense", "sparse_rel"]),
     huffman=st.booleans(),
     bits=st.integers(1, 8),
@@ -46,13 +46,15 @@ def test_integer_tensors_round_trip_exactly(dtype, layout, huffman, bits, densit
         data = rng.integers(-(1 << (bits - 1)), 1 << (bits - 1), shape)
     elif dtype == "u8":
         data = rng.integers(0, 1 << bits, shape)
+    elif dtype == "i16":
+        data = rng.integers(-(2**15), 2**15, shape)
     else:
         data = rng.integers(-(2**31), 2**31, shape, dtype=np.int64)
     data = (data * (rng.random(shape) < density)).astype(np.int64)
     enc = Encoding(layout, index_bits=3 if layout == "sparse_rel" else 0, huffman=huffman)
     value, record, _ = _round_trip(dtype, data, enc)
     assert value.dtype == dtype and record.dtype == dtype
-    assert value.data.dtype == {"i8": np.int8, "u8": np.uint8, "i32": np.int32}[dtype]
+    assert value.data.dtype == {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32}[dtype]
     np.testing.assert_array_equal(value.data, data)
     assert value.encoding.layout == layout
 
@@ -102,7 +104,7 @@ def test_writer_rejects_data_that_does_not_fit_the_dtype(dtype, data, enc, messa
 def test_writer_rejects_integer_activations():
     g = _graph()
     g.values["y"].dtype = "i32"
-    with pytest.raises(DsmFormatError, match="activation is f32 or u8"):
+    with pytest.raises(DsmFormatError, match="activation is f32, u8 or i16"):
         encode_dsm(g)
 
 

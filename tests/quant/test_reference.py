@@ -28,6 +28,31 @@ def _node(op, inputs, consts, attrs, out_shape, out_dtype="u8"):
     return g
 
 
+def qconv2d_loop(x, wt, b, m, s, a, out_hw):
+    """qconv2d by the format's formula over Python integers (requant on unbounded integers)."""
+    (stride, _), (dil, _), group = a["strides"], a.get("dilations", [1, 1]), a["group"]
+    t, l, _, _ = a["pads"]
+    n, c, h, w = x.shape
+    o, cg, k, _ = wt.shape
+    xz, og = a["x_zero_point"], o // group
+    want = np.zeros((n, o, *out_hw), dtype=np.int64)
+    for ni in range(n):
+        for oi in range(o):
+            gi = oi // og
+            for yi in range(out_hw[0]):
+                for xi in range(out_hw[1]):
+                    acc = int(b[oi])
+                    for ci in range(cg):
+                        for i in range(k):
+                            for j in range(k):
+                                yy, xx = yi * stride - t + i * dil, xi * stride - l + j * dil
+                                v = int(x[ni, gi * cg + ci, yy, xx]) if 0 <= yy < h and 0 <= xx < w else xz
+                                acc += (v - xz) * int(wt[oi, ci, i, j])
+                    q = a["y_zero_point"] + _rs(acc * int(m[oi]), 31 + int(s[oi]))
+                    want[ni, oi, yi, xi] = min(max(q, a["act_min"]), a["act_max"])
+    return want
+
+
 @pytest.mark.parametrize("group, stride, pads, dil", [(1, 1, [0, 0, 0, 0], 1), (2, 2, [1, 0, 2, 1], 1),
                                                       (4, 1, [1, 1, 1, 1], 2)])
 def test_qconv2d_matches_a_loop(group, stride, pads, dil):
@@ -44,22 +69,7 @@ def test_qconv2d_matches_a_loop(group, stride, pads, dil):
     ow = (w + l + r - dil * (k - 1) - 1) // stride + 1
     consts = {"w": ("i8", wt), "b": ("i32", b), "m": ("i32", m), "s": ("i32", s)}
     got = run_quantized(_node("qconv2d", [("x", x)], consts, a, (n, o, oh, ow)), x)
-    want = np.zeros((n, o, oh, ow), dtype=np.int64)
-    cg, og = c // group, o // group
-    for ni in range(n):
-        for oi in range(o):
-            gi = oi // og
-            for yi in range(oh):
-                for xi in range(ow):
-                    acc = int(b[oi])
-                    for ci in range(cg):
-                        for i in range(k):
-                            for j in range(k):
-                                yy, xx = yi * stride - t + i * dil, xi * stride - l + j * dil
-                                v = int(x[ni, gi * cg + ci, yy, xx]) if 0 <= yy < h and 0 <= xx < w else 17
-                                acc += (v - 17) * int(wt[oi, ci, i, j])
-                    q = 100 + _rs(acc * int(m[oi]), 31 + int(s[oi]))
-                    want[ni, oi, yi, xi] = min(max(q, 20), 240)
+    want = qconv2d_loop(x, wt, b, m, s, a, (oh, ow))
     np.testing.assert_array_equal(got, want)
     assert got.dtype == np.uint8
 
