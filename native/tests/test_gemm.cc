@@ -476,11 +476,14 @@ TEST(gemm_threads_give_bitwise_identical_results) {
     // Split along N (wide), along M (N = 1), and with few tiles each way, A raw and packed; 37 and
     // 49 rows end in a 13-row tile (AVX-512) unsplit and in a 1-row tile when the rows are split;
     // then A read in place (rows adjacent, as conv2d's pixels path passes an NCHW plane) with B
-    // packed: N split into several tasks per thread.
+    // packed: N split into several tasks per thread; last, B packed with 2-3 panels and more row
+    // tiles (FaceNet-1M's conv3 as pixels, 64 x 96 x 1200): tasks of one panel x a row chunk
+    // where N > M, chunks ending in 1- and 13-row tiles; the row split where N <= M.
     Case cases[] = {{64, 1000, 300}, {1000, 1, 333}, {37, 70, 129}, {200, 33, 64}, {64, 1000, 300}, {1000, 1, 333},
-                    {37, 70, 129},   {200, 33, 64},  {49, 20, 300}, {61, 500, 70}, {13, 300, 20}};
+                    {37, 70, 129},   {200, 33, 64},  {49, 20, 300}, {61, 500, 70}, {13, 300, 20}, {64, 96, 1200},
+                    {200, 33, 64},   {49, 70, 129},  {61, 90, 30}};
     for (int i = 4; i < 8; ++i) cases[i].pack_a = true;
-    for (int i = 9; i < 11; ++i) cases[i].a_trans = true, cases[i].pack_b = true;
+    for (int i = 9; i < 15; ++i) cases[i].a_trans = i < 12, cases[i].pack_b = true;
     for (Case c : cases) {
       c.act = 6, c.bias_kind = 1, c.residual = true;
       Problem pr(c, rng);

@@ -183,6 +183,23 @@ void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPoo
   // A whose rows are adjacent floats (row_stride 1, a transposed NCHW plane) is read in place,
   // never packed (f32-gemm-driver.h), so it splits like a packed one.
   const bool split_n = n_tiles >= 2 * threads || n_tiles >= m_tiles;
+  if (!split_n && p.b.packed && n_tiles > 1 && p.n > p.m) {
+    // Along M with a packed B of a few panels that is larger than A: row ranges of single tiles
+    // would each stream all of B for mr rows (FaceNet-1M's conv3 as pixels, 64 x 96 x 1200: 6
+    // tasks each reading the whole 460 KB weight). Tasks of one panel x one of `threads` row
+    // chunks instead: each panel is read once per chunk and serves a chunk's tiles from L1, and A
+    // (the smaller operand) is read once per panel. With A the larger (MobileNet V2's 1x1 layers
+    // at 14x14 as pixels, 196 x 96 x 576) the row split stays, which reads A once and B per task.
+    const int64_t chunk_tiles = (m_tiles + threads - 1) / threads;
+    const int64_t chunks = (m_tiles + chunk_tiles - 1) / chunk_tiles;
+    pool.parallel_for(chunks * n_tiles, [&](int64_t task, int thread) {
+      const int64_t m0 = task / n_tiles * chunk_tiles * g.mr, j0 = task % n_tiles * g.nr;
+      const GemmParams s = gemm_slice(p, g.mr, g.nr, m0, std::min(m0 + chunk_tiles * g.mr, p.m), j0,
+                                      std::min(j0 + g.nr, p.n));
+      g.gemm(s, workspace + int64_t(thread) * g.workspace_floats);
+    });
+    return;
+  }
   const int64_t tiles = split_n ? n_tiles : m_tiles;
   const bool other_packed = split_n ? p.a.packed || p.a.row_stride == 1 : p.b.packed;
   const int64_t want_tasks = other_packed ? 4 * int64_t(threads) : int64_t(threads);

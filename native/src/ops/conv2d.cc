@@ -277,43 +277,49 @@ bool direct_1x1(const GemmKernels& g) {
   return !(force && force[0] == '0');
 }
 
-// Tasks of the direct 1x1 GEMM: blocks of col_step columns (whole nr panels) x row_step rows
-// (whole mr tiles). One task on one thread; else about 4 per thread, so that the dynamic hand-out
-// evens out the edge tiles, cut along the columns while there are enough panels, then along the
-// rows too (7x7 and 14x14 layers have 2 and 7 panels).
+// Tasks of the direct 1x1 GEMM: column ranges of whole nr panels x row ranges of whole mr tiles.
+// One task on one thread; else about 4 per thread, so that the dynamic hand-out evens out the
+// edge tiles, cut along the columns while there are enough panels, then along the rows too (7x7
+// and 14x14 layers have 2 and 7 panels). The panels (tiles) are dealt out evenly, the ranges
+// differing by at most one: FaceNet-1M's conv2 (41 panels) was 7 tasks of 6 panels and 5, which
+// left one thread 23 panels against 18 at 2 threads; now 8 tasks of 5-6 panels.
 struct Direct1x1Split {
-  int64_t col_step, col_tasks, row_step, row_tasks;
+  int64_t panels, col_tasks, m_tiles, row_tasks;
   int64_t tasks() const { return col_tasks * row_tasks; }
+  // Columns [j0, j1) and rows [m0, m1) of a task, for n columns and m rows.
+  void ranges(const GemmKernels& g, int64_t task, int64_t n, int64_t m, int64_t& j0, int64_t& j1, int64_t& m0,
+              int64_t& m1) const {
+    const int64_t ct = task % col_tasks, rt = task / col_tasks;
+    j0 = std::min(n, ct * panels / col_tasks * g.nr), j1 = std::min(n, (ct + 1) * panels / col_tasks * g.nr);
+    m0 = std::min(m, rt * m_tiles / row_tasks * g.mr), m1 = std::min(m, (rt + 1) * m_tiles / row_tasks * g.mr);
+  }
 };
 
 Direct1x1Split split_direct_1x1(const GemmKernels& g, int64_t m, int64_t n, int threads) {
   const int64_t panels = ceil_div(n, g.nr), m_tiles = ceil_div(m, g.mr), want = threads > 1 ? kPiecesPerThread * threads : 1;
-  int64_t col_panels = panels, row_tiles = m_tiles;
+  int64_t col_tasks = 1, row_tasks = 1;
   if (want > 1) {
-    if (panels >= want) col_panels = ceil_div(panels, want);
+    if (panels >= want) col_tasks = want;
     else {
-      col_panels = 1;
-      row_tiles = ceil_div(m_tiles, ceil_div(want, panels));
+      col_tasks = panels;
+      row_tasks = std::min(m_tiles, ceil_div(want, panels));
     }
   }
-  Direct1x1Split s;
-  s.col_step = col_panels * g.nr;
-  s.col_tasks = ceil_div(n, s.col_step);
-  s.row_step = row_tiles * g.mr;
-  s.row_tasks = ceil_div(m, s.row_step);
-  return s;
+  return {panels, col_tasks, m_tiles, row_tasks};
 }
 
 // Workspace of the implicit path after the phases: the zeroed tail the last rows' dropped columns
 // read, the k offsets (int64), the [o, n'] result.
 int64_t rows_tail_floats(const Conv2dParams& c, int64_t nr) { return round16((c.kw - 1) * c.dil_w + nr + 16); }
 
-// Channels [c0, c1) of one image into their phases: out[(((ci*sh + py)*s + px)*hp + r)*wq + j] =
-// x[ci][r*sh + py - pad_top][j*s + px - pad_left], zero outside the input.
-void build_phases(const Conv2dParams& c, const Phases& q, const float* x, int64_t c0, int64_t c1, float* out) {
-  for (int64_t ci = c0; ci < c1; ++ci) {
+// Row phases [u0, u1) of one image (u = ci*sh + py: a channel's row phases, so that a stem of 3
+// channels at stride 2 splits into 6 pieces) into their column phases:
+// out[(((ci*sh + py)*s + px)*hp + r)*wq + j] = x[ci][r*sh + py - pad_top][j*s + px - pad_left],
+// zero outside the input.
+void build_phases(const Conv2dParams& c, const Phases& q, const float* x, int64_t u0, int64_t u1, float* out) {
+  for (int64_t u = u0; u < u1; ++u) {
+    const int64_t ci = u / q.sh, py = u % q.sh;
     const float* xc = x + ci * c.h * c.w;
-    for (int64_t py = 0; py < q.sh; ++py)
     for (int64_t px = 0; px < q.s; ++px) {
       // Columns j with the input column j*s + px - pad_left inside [0, w).
       const int64_t first = px - c.pad_left;  // input column of j = 0
@@ -760,6 +766,11 @@ int64_t workspace_floats(const OpParams& p, const void* state, const std::vector
 // the spinning workers awake) costs more than it saves.
 constexpr int64_t kMinParallelFloats = 32 * 1024;
 constexpr int64_t kMinParallelMacs = 256 * 1024;
+// Copies of the input into a padded plane or its phases move short rows (a memcpy and two
+// memsets per row of 13-41 floats): ~0.3 ns a float, so 8K floats already take 2-3 us, more than
+// a hand-off. Inline they were the caller's largest serial sections at 2 threads (SqueezeNet 1.1's
+// Winograd pads of 15-29K floats: 8-10 us each of caller CPU time while the worker waited).
+constexpr int64_t kMinParallelCopyFloats = 8 * 1024;
 
 // fn(task, thread) for every task; on the pool when there is one and `work` >= 0, else inline in
 // order. Callers pass work_or_inline(...).
@@ -877,11 +888,14 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     const float* xb = x + b * in_image;
     float* yb = out + b * out_image;
     const float* rb = res ? res + b * out_image : nullptr;
+    // Split by tile position, the input transform's tasks pad their own channels first (one job
+    // less); by block every block reads every channel, so the padding is a job of its own.
     const int64_t per_task = items_per_piece(c.c, threads);
-    parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(c.c * q.hp * q.wp, kMinParallelFloats),
-             [&](int64_t task, int) {
-               winograd_pad(c, q, xb, task * per_task, std::min(c.c, (task + 1) * per_task), padded);
-             });
+    if (!q.by_tile)
+      parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(c.c * q.hp * q.wp, kMinParallelCopyFloats),
+               [&](int64_t task, int) {
+                 winograd_pad(c, q, xb, task * per_task, std::min(c.c, (task + 1) * per_task), padded);
+               });
     // The three steps of block blk, each over a range of its work: V[xi] as packed B panels (tile
     // t of the block is column t - t0) for channels [c0, c1); M[xi] = U[xi] . V[xi] for tile
     // positions [x0, x1); the output transform for output channels [o0, o1).
@@ -940,11 +954,14 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     }
     float* v = ctx.workspace + q.pad_floats;
     float* m = v + q.v_floats;
-    const int64_t per_in = items_per_piece(c.c, threads);
     const int64_t per_out = items_per_piece(c.o, threads);
     for (int64_t blk = 0; blk < q.blocks; ++blk) {
-      parallel(ctx.pool, ceil_div(c.c, per_in), work_or_inline(kTiles * c.c * q.nb, kMinParallelFloats),
-               [&](int64_t task, int) { input(blk, task * per_in, std::min(c.c, (task + 1) * per_in), v); });
+      parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(kTiles * c.c * q.nb, kMinParallelFloats),
+               [&](int64_t task, int) {
+                 const int64_t c0 = task * per_task, c1 = std::min(c.c, c0 + per_task);
+                 if (blk == 0) winograd_pad(c, q, xb, c0, c1, padded);
+                 input(blk, c0, c1, v);
+               });
       parallel(ctx.pool, kTiles, work_or_inline(kTiles * c.c * c.o * q.nb, kMinParallelMacs),
                [&](int64_t xi, int thread) { gemms(blk, xi, xi + 1, v, m, thread_ws + thread * q.thread_floats); });
       parallel(ctx.pool, ceil_div(c.o, per_out), work_or_inline(kTiles * c.o * q.nb, kMinParallelFloats),
@@ -1124,7 +1141,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         float* sub = wsb;
         blocks_ws = sub + round16(c.c * n);
         const int64_t per_task = items_per_piece(c.c, nth);
-        parallel(tp, ceil_div(c.c, per_task), work_or_inline(c.c * n, kMinParallelFloats), [&](int64_t task, int) {
+        parallel(tp, ceil_div(c.c, per_task), work_or_inline(c.c * n, kMinParallelCopyFloats), [&](int64_t task, int) {
           for (int64_t ci = task * per_task, c1 = std::min(c.c, ci + per_task); ci < c1; ++ci)
             for (int64_t oy = 0; oy < c.oh; ++oy) {
               const float* row = xb + ci * c.h * c.w + oy * c.stride_h * c.w;
@@ -1147,8 +1164,8 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
           const GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);
           const float* bg = src + gi * cg * src_plane;
           parallel(tp, sp.tasks(), work_or_inline(s->m * s->k * n, kMinParallelMacs), [&](int64_t task, int) {
-            const int64_t j0 = (task % sp.col_tasks) * sp.col_step, j1 = std::min(n, j0 + sp.col_step);
-            const int64_t m0 = (task / sp.col_tasks) * sp.row_step, m1 = std::min(s->m, m0 + sp.row_step);
+            int64_t j0, j1, m0, m1;
+            sp.ranges(g, task, n, s->m, j0, j1, m0, m1);
             GemmParams t = gemm_slice(gp, g.mr, g.nr, m0, m1, j0, j1);
             t.b.data = bg;
             GemmRowsB rows;
@@ -1185,7 +1202,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         if (pq.copy) {  // the group's channels, into the head of the workspace (the GEMM's afterwards)
           float* pp = wsb;
           const int64_t per_ch = items_per_piece(cg, nth);
-          parallel(tp, ceil_div(cg, per_ch), work_or_inline(cg * pq.hp * pq.wp, kMinParallelFloats), [&](int64_t task, int) {
+          parallel(tp, ceil_div(cg, per_ch), work_or_inline(cg * pq.hp * pq.wp, kMinParallelCopyFloats), [&](int64_t task, int) {
             const int64_t c0 = gi * cg + task * per_ch;
             pad_plane(c, pq, xb, c0, std::min((gi + 1) * cg, c0 + per_ch), pp);
           });
@@ -1234,9 +1251,9 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     const bool implicit = implicit_rows(g, c, s->m, s->k), wrap = implicit && c.ow >= kRowsMinWidth;
     const Phases ph = column_phases(c, wrap);
     float* phases = wsb;
-    const int64_t per_ch = items_per_piece(c.c, nth);
-    parallel(tp, ceil_div(c.c, per_ch), work_or_inline(c.c * ph.floats(), kMinParallelFloats), [&](int64_t task, int) {
-      build_phases(c, ph, xb, task * per_ch, std::min(c.c, (task + 1) * per_ch), phases);
+    const int64_t units = c.c * ph.sh, per_unit = items_per_piece(units, nth);
+    parallel(tp, ceil_div(units, per_unit), work_or_inline(c.c * ph.floats(), kMinParallelCopyFloats), [&](int64_t task, int) {
+      build_phases(c, ph, xb, task * per_unit, std::min(units, (task + 1) * per_unit), phases);
     });
     if (wrap) {
       // The GEMM's columns are the output pixels, wrapping at the end of each output row over the
@@ -1252,8 +1269,8 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       for (int64_t gi = 0; gi < c.group; ++gi) {
         const GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);
         parallel(tp, sp.tasks(), work_or_inline(s->m * s->k * n, kMinParallelMacs), [&](int64_t task, int) {
-          const int64_t j0 = (task % sp.col_tasks) * sp.col_step, j1 = std::min(n, j0 + sp.col_step);
-          const int64_t m0 = (task / sp.col_tasks) * sp.row_step, m1 = std::min(s->m, m0 + sp.row_step);
+          int64_t j0, j1, m0, m1;
+          sp.ranges(g, task, n, s->m, j0, j1, m0, m1);
           GemmParams t = gemm_slice(gp, g.mr, g.nr, m0, m1, j0, j1);
           t.b.data = phases + gi * cg * ph.floats();
           GemmRowsB rows;

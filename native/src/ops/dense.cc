@@ -117,8 +117,10 @@ int64_t workspace_floats(const OpParams&, const void* state, const std::vector<c
 // Up to this many rows, the GEMV kernel (when the level has one) beats the GEMM's row tiles.
 constexpr int64_t kMaxGemvRows = 3;
 // Below these many multiply-adds a job on the pool costs more than the split saves (measured with
-// the spinning pool: a hand-off is ~1-2 us when the workers are awake).
-constexpr int64_t kMinParallelGemvMacs = 128 * 1024;
+// the spinning pool: a hand-off is ~1-2 us when the workers are awake). A GEMV streams its weight
+// from L3 or memory in a whole network: FaceNet-1M's 128 -> 848 (108K multiply-adds, 434 KB)
+// took 8-9 us of caller CPU time inline, so the GEMV splits from 64K.
+constexpr int64_t kMinParallelGemvMacs = 64 * 1024;
 constexpr int64_t kMinParallelGemmMacs = 512 * 1024;
 
 void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out,

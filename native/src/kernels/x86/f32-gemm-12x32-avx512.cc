@@ -157,10 +157,14 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
   }
 }
 
+// A panel of at most 16 columns (the last one of an N that is not a multiple of 32, or all of a
+// Winograd GEMM over 16 tiles: SqueezeNet 1.1's 13x13 layers) runs as a 12x16 tile, half the
+// multiply-adds; every lane sees the same operations either way.
 template <int R>
 void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs, bool accumulate,
              const x86::GemmTileEpilogue* ep, int64_t a_step, x86::GemmPrefetch pf) {
-  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step, pf);
+  if (nr <= 16) ukernel_core<R, false, 1>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step, pf);
+  else ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step, pf);
 }
 
 using RowsMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
@@ -195,7 +199,8 @@ const x86::GemmMicrokernel kUkernels[kMr] = {ukernel<1>, ukernel<2>, ukernel<3>,
 // 13 rows: 26 accumulators and the two B vectors (the broadcasts are memory operands of the FMAs).
 void ukernel_13(int64_t nr, int64_t kc, const float* a, const float* a_next, const float* b, float* c, int64_t c_rs,
                 bool accumulate, const x86::GemmTileEpilogue* ep, int64_t a_step, x86::GemmPrefetch pf) {
-  ukernel_core<kMr + 1, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step, pf, a_next);
+  if (nr <= 16) ukernel_core<kMr + 1, false, 1>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step, pf, a_next);
+  else ukernel_core<kMr + 1, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step, pf, a_next);
 }
 
 }  // namespace
