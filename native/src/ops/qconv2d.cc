@@ -580,6 +580,6 @@ bool takes_f32_input(const void* state) { return static_cast<const State*>(state
 // 0 may be the f32 input of a quantize it fuses (OpParams::quantize).
 extern const OpDef kQConv2dOp = {27,           "qconv2d", 5,   5,                parse,   infer_shape, nullptr, false,
                                  check_dtypes, prepare,   run, workspace_floats, nullptr, nullptr,     5,
-                                 takes_f32_input};
+                                 nullptr,      -1,        takes_f32_input};
 
 }  // namespace ds
