@@ -499,7 +499,7 @@ TEST(malformed_quantization_parameters_are_refused) {
   // The declared output dtype of a node must be what its op gives.
   f = conv_file(q);
   f.values[1].dtype = 1;
-  EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "node 'quant' (quantize): output 'qx' is declared f32 but the op gives u8");
+  EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "node 'quant' (quantize): output is declared f32; the op gives u8 or i16");
 }
 
 TEST(accumulation_depth_beyond_int32_is_refused) {
@@ -559,11 +559,11 @@ TEST(dtypes_an_op_does_not_take_are_refused) {
   // unknown dtype id
   h = f;
   h.values[q].dtype = 9;
-  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "9 is not 1 (f32), 2 (i8), 3 (u8) or 4 (i32)");
+  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "9 is not 1 (f32), 2 (i8), 3 (u8), 4 (i32) or 5 (i16)");
   // an i32 activation
   h = f;
   h.values[q].dtype = 4;
-  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "i32 is not an activation dtype (f32 or u8)");
+  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "i32 is not an activation dtype (f32, u8 or i16)");
 }
 
 TEST(qadd_qconcat_qlut_qglobal_avgpool_and_u8_movement) {

@@ -1,6 +1,9 @@
-// qconv2d (op id 27): x u8 (N,C,H,W), weight i8 (O,C/group,kh,kw), bias/multiplier/shift i32 (O).
+// qconv2d (op id 27): x u8 or i16 (N,C,H,W), weight i8 (O,C/group,kh,kw), bias/multiplier/shift i32 (O).
 // acc[o] = bias[o] + sum (x - x_zp) * w over the window (padding takes x = x_zp);
-// y = clamp(y_zp + requant(acc, multiplier[o], shift[o]), act_min, act_max).
+// y = clamp(y_zp + requant(acc, multiplier[o], shift[o]), act_min, act_max), u8 or i16.
+//
+// x or y i16 (docs/format.md, "int16 activations"): State::int16, its own path chosen at prepare
+// from the value dtypes; the rest of this comment is the u8 path.
 //
 // With SIMD kernels: the zero-point term is folded into the bias once (bias - x_zp * sum w), the
 // weights are packed once per session, and each run packs a block of output pixels and runs the
@@ -24,7 +27,7 @@ OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
   parse_conv_window(a, p);
   p.zp = q_zero_point(a, "x_zero_point");
   p.y_zp = q_zero_point(a, "y_zero_point");
-  q_act_range(a, p);
+  q_parse_act_range(a, p);
   a.finish();
   return p;
 }
@@ -44,9 +47,8 @@ Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const 
   return {x[0], w[0], oh, ow};
 }
 
-uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
-  q_check_linear(in, who, 4);
-  return kDtypeU8;
+uint8_t check_dtypes(OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
+  return q_check_linear(p, in, who, 4);
 }
 
 Conv2dParams conv_params(const OpParams& p, const Shape& x, const Shape& w, int64_t oh, int64_t ow) {
@@ -62,6 +64,7 @@ Conv2dParams conv_params(const OpParams& p, const Shape& x, const Shape& w, int6
 }
 
 struct State {
+  bool int16 = false;                  // x or y i16: run_int16
   const QGemmKernels* gemm = nullptr;  // GEMM path
   QDwConvKernel dw = nullptr;          // depthwise path
   // Depthwise with per-channel constants packed once (QKernels::dwconv_packed), when the level has
@@ -107,6 +110,10 @@ int64_t workspace_bytes(const State& s, int threads) { return (s.padded_bytes + 
 std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable& kt,
                                     int threads) {
   auto s = std::make_shared<State>();
+  if (in[0].dtype != kDtypeU8 || p.y_dtype != kDtypeU8) {
+    s->int16 = true;
+    return s;
+  }
   if (!kt.q) return s;
   const Shape& xd = *in[0].dims;
   const Shape& wd = *in[1].dims;
@@ -420,6 +427,17 @@ void run_shifted(const State& s, const QConv2dParams& q, const uint8_t* x, const
   }
 }
 
+// State::int16: the reference kernel, the N * O output planes split between the threads.
+void run_int16(const QConv2dParams& q, const std::vector<OpInput>& in, uint8_t y_dtype, void* out, ThreadPool* pool) {
+  const Conv2dParams& c = q.conv;
+  const QChannelParams ch{in[2].as<int32_t>(), in[3].as<int32_t>(), in[4].as<int32_t>()};
+  const int8_t* w = in[1].as<int8_t>();
+  const int64_t planes = c.n * c.o;
+  q_with_types(in[0].dtype, in[0].data, y_dtype, out, [&](auto* x, auto* y) {
+    parallel_range(pool, planes, 2, 1, [&](int64_t p0, int64_t p1) { ds_q16_conv2d__scalar(q, x, w, ch, y, p0, p1); });
+  });
+}
+
 void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out, const Shape& os,
          const KernelTable& kt) {
   const State& s = *static_cast<const State*>(ctx.state);
@@ -429,6 +447,10 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   q.conv = conv_params(p, xs, wd, os[2], os[3]);
   q.x_zp = p.zp;
   q.out = {p.y_zp, p.act_min, p.act_max};
+  if (s.int16) {
+    run_int16(q, in, p.y_dtype, out, ctx.pool);
+    return;
+  }
   const uint8_t* x = in[0].as<uint8_t>();
   const int8_t* w = in[1].as<int8_t>();
   uint8_t* y = static_cast<uint8_t*>(out);

@@ -1,5 +1,7 @@
-// qdense (op id 28): x u8 (..., K), weight i8 (M,K), bias/multiplier/shift i32 (M); output u8 (..., M).
-// acc = bias + sum (x - x_zp) * w; y = clamp(y_zp + requant(acc, multiplier, shift), act_min, act_max).
+// qdense (op id 28): x u8 or i16 (..., K), weight i8 (M,K), bias/multiplier/shift i32 (M); output u8 or
+// i16 (..., M). acc = bias + sum (x - x_zp) * w; y = clamp(y_zp + requant(acc, multiplier, shift),
+// act_min, act_max). x or y i16 (docs/format.md, "int16 activations"): State::int16, chosen at
+// prepare from the value dtypes.
 #include "core/thread_pool.h"
 #include "ops/qcommon.h"
 
@@ -11,7 +13,7 @@ OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
   OpParams p;
   p.zp = q_zero_point(a, "x_zero_point");
   p.y_zp = q_zero_point(a, "y_zero_point");
-  q_act_range(a, p);
+  q_parse_act_range(a, p);
   a.finish();
   return p;
 }
@@ -28,20 +30,24 @@ Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const st
   return out;
 }
 
-uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
-  q_check_linear(in, who, 2);
-  return kDtypeU8;
+uint8_t check_dtypes(OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
+  return q_check_linear(p, in, who, 2);
 }
 
 // The bias with the zero-point term folded in (bias - x_zp * sum w), when every accumulator of
 // the raw-x dot product then stays exact in int32; empty otherwise (the reference kernel runs).
 struct State {
+  bool int16 = false;  // x or y i16: run_int16
   std::vector<int32_t> bias;
   std::vector<int8_t> packed;  // the weights for QKernels::dense_packed, when the level has it
 };
 
 std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable& kt, int) {
   auto s = std::make_shared<State>();
+  if (in[0].dtype != kDtypeU8 || p.y_dtype != kDtypeU8) {
+    s->int16 = true;
+    return s;
+  }
   const Shape& wd = *in[1].dims;
   const int64_t m = wd[0], k = wd[1];
   const int8_t* w = static_cast<const int8_t*>(in[1].data);
@@ -64,11 +70,26 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   return s;
 }
 
+// State::int16: the reference kernel, the output columns split between the threads.
+void run_int16(const OpParams& p, const std::vector<OpInput>& in, int64_t n, int64_t k, int64_t m, void* out,
+               ThreadPool* pool) {
+  const QChannelParams ch{in[2].as<int32_t>(), in[3].as<int32_t>(), in[4].as<int32_t>()};
+  const QuantOut q{p.y_zp, p.act_min, p.act_max};
+  const int8_t* w = in[1].as<int8_t>();
+  q_with_types(in[0].dtype, in[0].data, p.y_dtype, out, [&](auto* x, auto* y) {
+    parallel_range(pool, m, 2, 1, [&](int64_t m0, int64_t m1) { ds_q16_dense__scalar(n, k, m, p.zp, q, x, w, ch, y, m0, m1); });
+  });
+}
+
 void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out, const Shape& os,
          const KernelTable& kt) {
   const State& s = *static_cast<const State*>(ctx.state);
   const Shape& x = *in[0].shape;
   const int64_t n = product(x, 0, x.size() - 1), k = x.back(), m = os.back();
+  if (s.int16) {
+    run_int16(p, in, n, k, m, out, ctx.pool);
+    return;
+  }
   const uint8_t* xd = in[0].as<uint8_t>();
   const int8_t* w = in[1].as<int8_t>();
   uint8_t* y = static_cast<uint8_t*>(out);

@@ -21,7 +21,7 @@ Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const st
   return global_pool_infer_shape(*in[0], node, "qglobal_avgpool");
 }
 
-uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+uint8_t check_dtypes(OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
   q_need_dtype(in, 0, kDtypeU8, who, "x");
   return kDtypeU8;
 }
