@@ -238,7 +238,8 @@ TEST(qdense_int16_matches_integer_loops) {
   tiny::Rng rng(17);
   int variant = 0;
   for (const auto& [n, k, m] : {std::array<int64_t, 3>{3, 1283, 101}, std::array<int64_t, 3>{1, 640, 130},
-                                std::array<int64_t, 3>{2, 37, 9}, std::array<int64_t, 3>{1, 1, 1}})
+                                std::array<int64_t, 3>{2, 37, 9}, std::array<int64_t, 3>{11, 300, 45},
+                                std::array<int64_t, 3>{1, 1, 1}})
     for (const auto& [xa, ya] : int16_combinations()) {
       const Clamp clamp = variant++ % 2 ? Clamp{true, ya.zp, int32_t(ya.hi())} : Clamp{};
       const std::vector<int8_t> w = random_weights(rng, size_t(m * k));

@@ -53,6 +53,33 @@ void ds_q16_quantize__scalar(int64_t n, float scale, const float* x, int16_t* y)
 // dequantize from i16: y = q * scale.
 void ds_q16_dequantize__scalar(int64_t n, float scale, const int16_t* x, float* y);
 
+// ---- the i16-input GEMM of qconv2d/qdense (kernels/x86/q16-gemm-avx512.cc) ----
+// The depth K is taken in pairs; A row r holds pair kk at a[r][2kk], a[r][2kk + 1] (i8 weights
+// widened to int16, or i16 activations; any alignment); B is a
+// panel of kQ16Nr columns packed [k2][kQ16Nr][2] int16 (zero past K and past the last column).
+// gemm: acc[r * kQ16Nr + j] = sum over pairs kk < k2 of A row r . B column j, exactly in int64, for rows
+// r < rows <= kQ16Mr. vpmaddwd gives each int32 lane one pair sum |x * w + x' * w'| <= 2^23 per
+// step; the lanes are added into int64 every kQ16Flush steps (128 * 2^23 = 2^30 < 2^31).
+constexpr int kQ16Nr = 32, kQ16Mr = 8, kQ16Flush = 128;
+struct Q16Kernels {
+  const char* isa;
+  void (*gemm)(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int64_t* acc);
+};
+extern const Q16Kernels ds_q16_kernels__avx512;      // vpmaddwd + vpaddd
+extern const Q16Kernels ds_q16_kernels__avx512vnni;  // vpdpwssd
+
+// The epilogue of an i16-input accumulator (bias included) for output channel o.
+template <typename Y>
+inline Y q16_output(int64_t acc, const QChannelParams& ch, int64_t o, const QuantOut& q) {
+  return q_clamp<Y>(q.y_zp + q16_requant(acc, ch.multiplier[o], ch.shift[o]), q.act_min, q.act_max);
+}
+
+// B panel of a convolution: columns [p0, p1) (p1 - p0 <= kQ16Nr) of the im2col matrix (rows
+// (c, ky, kx) of `channels` channels, columns the output pixels) of xp, the input already padded
+// with zeros (planes of hp x wp, p.pad_top / p.pad_left rows and columns before the input's).
+void ds_i16_im2col_pairs__scalar(const Conv2dParams& p, int64_t channels, const int16_t* xp, int64_t hp, int64_t wp,
+                                 int64_t p0, int64_t p1, int16_t* dst);
+
 // i16 data movement (the f32 kernels' semantics on int16).
 void ds_i16_maxpool2d__scalar(const Pool2dParams& p, const int16_t* x, int16_t* y);
 void ds_i16_global_maxpool__scalar(int64_t planes, int64_t size, const int16_t* x, int16_t* y);
