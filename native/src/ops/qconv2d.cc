@@ -71,6 +71,7 @@ struct State {
   const Q16Kernels* q16 = nullptr;     // int16 with i16 x: the GEMM, over w16
   std::vector<int16_t> w16;            // weights widened, rows of 2 * k2 (K padded with 0 to even)
   int64_t k2 = 0;                      // and hq x wq: the input planes padded with zeros
+  Shape q16_input;                     // the (C, H, W) the workspace was sized for
   const QGemmKernels* gemm = nullptr;  // GEMM path
   QDwConvKernel dw = nullptr;          // depthwise path
   // Depthwise with per-channel constants packed once (QKernels::dwconv_packed), when the level has
@@ -130,6 +131,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       // The input padded with zeros (one image), then per thread: the B panel and the int64 block.
       const Shape& xd = *in[0].dims;
       s->hq = xd[2] + p.pads[0] + p.pads[2], s->wq = xd[3] + p.pads[1] + p.pads[3];
+      s->q16_input = {xd[1], xd[2], xd[3]};
       s->padded_bytes = xd[1] * s->hq * s->wq * 2;
       s->ws_bytes = (s->k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64 + kQ16Mr * kQ16Nr * 8;
     }
@@ -500,7 +502,8 @@ void run_int16(const State& s, const QConv2dParams& q, const std::vector<OpInput
   const int64_t planes = c.n * c.o;
   q_with_types(in[0].dtype, in[0].data, y_dtype, out, [&](auto* x, auto* y) {
     if constexpr (sizeof(*x) == 2) {
-      if (s.q16) {
+      // Declared dims are not the run's shape in a malformed file: then the reference kernel.
+      if (s.q16 && s.q16_input == Shape{c.c, c.h, c.w}) {
         run_int16_gemm(s, q, x, ch, y, reinterpret_cast<uint8_t*>(ctx.workspace), ctx.pool ? ctx.pool->size() : 1,
                        ctx.pool);
         return;
