@@ -151,10 +151,10 @@ const KernelTable& kernels_for(Isa isa) {
   // fp32 kernels) or AVX-512 VNNI.
   static const KernelTable avx2_q = with_q(avx2_e, "avx2", &ds_qkernels__avx2);
   static const KernelTable avxvnni = with_q(avx2_e, "avxvnni", &ds_qkernels__avxvnni);
-  // int16 activations: the AVX-512 GEMM, vpmaddwd + vpaddd or (VNNI) vpdpwssd.
+  // int16 activations: the AVX-512 vpmaddwd GEMM at both AVX-512 levels.
   static const KernelTable avx512_q = with_q(avx512_e, "avx512", &ds_qkernels__avx2, &ds_q16_kernels__avx512);
   static const KernelTable avx512vnni =
-      with_q(avx512_e, "avx512vnni", &ds_qkernels__avx512vnni, &ds_q16_kernels__avx512vnni);
+      with_q(avx512_e, "avx512vnni", &ds_qkernels__avx512vnni, &ds_q16_kernels__avx512);
   if (isa == Isa::kAvx2) return avx2_q;
   if (isa == Isa::kAvxVnni) return avxvnni;
   if (isa == Isa::kAvx512) return avx512_q;

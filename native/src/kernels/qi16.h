@@ -65,8 +65,7 @@ struct Q16Kernels {
   const char* isa;
   void (*gemm)(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int64_t* acc);
 };
-extern const Q16Kernels ds_q16_kernels__avx512;      // vpmaddwd + vpaddd
-extern const Q16Kernels ds_q16_kernels__avx512vnni;  // vpdpwssd
+extern const Q16Kernels ds_q16_kernels__avx512;
 
 // The epilogue of an i16-input accumulator (bias included) for output channel o.
 template <typename Y>
