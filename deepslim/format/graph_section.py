@@ -15,7 +15,7 @@ MAX_ATTR_ITEMS = 65536
 ABSENT = 0xFFFFFFFF
 DTYPES = dict(IR_DTYPES)  # docs/format.md, "dtypes"
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
-ACTIVATION_DTYPES = ("f32", "u8")
+ACTIVATION_DTYPES = ("f32", "u8", "i16")
 ATTR_TYPES = {"int": 1, "float": 2, "ints": 3, "floats": 4, "string": 5}
 ATTR_KINDS = {v: k for k, v in ATTR_TYPES.items()}
 

@@ -34,7 +34,7 @@ MAX_ELEMENTS = 2**31
 MAX_STREAMS = 4
 ALIGN = 64
 # numpy element type of each dtype, as stored (little-endian)
-NUMPY_DTYPES = {"f32": np.dtype("<f4"), "i8": np.dtype("i1"), "u8": np.dtype("u1"), "i32": np.dtype("<i4")}
+NUMPY_DTYPES = {"f32": np.dtype("<f4"), "i8": np.dtype("i1"), "u8": np.dtype("u1"), "i32": np.dtype("<i4"), "i16": np.dtype("<i2")}
 BYTE_DTYPES = ("i8", "u8")
 
 

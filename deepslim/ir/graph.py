@@ -48,7 +48,7 @@ OPS: dict[str, int] = {
 }
 
 # Element types of values and tensors (docs/format.md, "dtypes").
-DTYPES: dict[str, int] = {"f32": 1, "i8": 2, "u8": 3, "i32": 4}
+DTYPES: dict[str, int] = {"f32": 1, "i8": 2, "u8": 3, "i32": 4, "i16": 5}
 
 # Codes of the fused activation epilogue (`activation` attribute) and of the `activation` op's `kind`.
 ACTIVATIONS: dict[str, int] = {
