@@ -69,6 +69,19 @@ inline OpParams q_parse_scale_zero_point(const std::vector<Attr>& attrs, const s
   return p;
 }
 
+// The attributes of qglobal_avgpool and requantize: `x_zero_point`, `y_zero_point`, `multiplier`,
+// `shift`, all required, nothing else.
+inline OpParams q_parse_rescale(const std::vector<Attr>& attrs, const std::string& node, const char* op) {
+  AttrParser a(attrs, node, op);
+  OpParams p;
+  p.zp = q_zero_point(a, "x_zero_point");
+  p.y_zp = q_zero_point(a, "y_zero_point");
+  p.mult = q_multiplier(a, "multiplier");
+  p.shift = q_shift(a, "shift");
+  a.finish();
+  return p;
+}
+
 // act_min / act_max (defaults 0, 255), each in 0..255, act_min <= act_max.
 inline void q_act_range(AttrParser& a, OpParams& p) {
   const int64_t lo = a.get_int("act_min", 0), hi = a.get_int("act_max", 255);

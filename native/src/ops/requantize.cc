@@ -7,14 +7,7 @@ namespace ds {
 namespace {
 
 OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
-  AttrParser a(attrs, node, "requantize");
-  OpParams p;
-  p.zp = q_zero_point(a, "x_zero_point");
-  p.y_zp = q_zero_point(a, "y_zero_point");
-  p.mult = q_multiplier(a, "multiplier");
-  p.shift = q_shift(a, "shift");
-  a.finish();
-  return p;
+  return q_parse_rescale(attrs, node, "requantize");
 }
 
 Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const std::string&) { return *in[0]; }
