@@ -32,7 +32,8 @@ set(DEEPSLIM_X86_AVX512_SOURCES
   src/kernels/x86/f32-gavgpool-avx512.cc
   src/kernels/x86/f32-dwconv3x3-avx512.cc
   src/kernels/x86/f32-winograd-avx512.cc
-  src/kernels/x86/f32-maxpool2d-avx512.cc)
+  src/kernels/x86/f32-maxpool2d-avx512.cc
+  src/kernels/x86/q16-gemm-avx512.cc)
 
 set(DEEPSLIM_X86_KERNELS OFF)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$" AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")

@@ -186,6 +186,18 @@ struct File {
     tensors.push_back(std::move(t));
     return add_value(tensors.back().name, dims, int32_t(tensors.size() - 1));
   }
+  // A constant whose value has the tensor's dtype (add_constant declares f32).
+  uint32_t add_typed_constant(Tensor t) {
+    const uint8_t dtype = t.dtype;
+    const uint32_t id = add_constant(std::move(t));
+    values[id].dtype = dtype;
+    return id;
+  }
+  uint32_t add_activation(const std::string& name, std::vector<int64_t> dims, uint8_t dtype) {
+    const uint32_t id = add_value(name, std::move(dims));
+    values[id].dtype = dtype;
+    return id;
+  }
   void add_node(uint16_t op, const std::string& name, std::vector<uint32_t> in, uint32_t out,
                 std::vector<Attr> attrs = {}) {
     nodes.push_back({op, name, std::move(in), {out}, std::move(attrs)});
@@ -354,6 +366,19 @@ inline Tensor dense_tensor(const std::string& name, std::vector<uint64_t> dims, 
   Tensor t;
   t.name = name, t.dims = std::move(dims), t.entry_count = data.size();
   t.streams.push_back(raw_stream(1, data));
+  return t;
+}
+
+// A dense raw tensor of any dtype: the bytes of v (i8, u8, i16, i32 elements as T).
+template <typename T>
+inline Tensor typed_tensor(const std::string& name, uint8_t dtype, std::vector<uint64_t> dims, const std::vector<T>& v) {
+  Tensor t;
+  t.name = name, t.dtype = dtype, t.dims = std::move(dims), t.entry_count = v.size();
+  Stream st;
+  st.count = v.size();
+  st.bytes.resize(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(st.bytes.data(), v.data(), st.bytes.size());
+  t.streams.push_back(st);
   return t;
 }
 

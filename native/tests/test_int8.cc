@@ -30,34 +30,6 @@ dsw::Attr attr_float(const std::string& k, float v) {
   return a;
 }
 
-template <typename T>
-dsw::Tensor tensor(const std::string& name, uint8_t dtype, std::vector<uint64_t> dims, const std::vector<T>& v) {
-  dsw::Tensor t;
-  t.name = name;
-  t.dtype = dtype;
-  t.dims = std::move(dims);
-  t.entry_count = v.size();
-  dsw::Stream s;
-  s.count = v.size();
-  s.bytes.resize(v.size() * sizeof(T));
-  if (!v.empty()) std::memcpy(s.bytes.data(), v.data(), s.bytes.size());
-  t.streams.push_back(s);
-  return t;
-}
-
-uint32_t add_const(dsw::File& f, dsw::Tensor t) {
-  const uint8_t d = t.dtype;
-  const uint32_t id = f.add_constant(std::move(t));
-  f.values[id].dtype = d;
-  return id;
-}
-
-uint32_t add_u8(dsw::File& f, const std::string& name, std::vector<int64_t> dims) {
-  const uint32_t id = f.add_value(name, std::move(dims));
-  f.values[id].dtype = 3;
-  return id;
-}
-
 struct QConv {
   int64_t n = 1, c = 3, h = 6, w = 6, o = 4, kh = 3, kw = 3, stride = 1, pad = 1, group = 1, dil = 1;
   float in_scale = 0.05f, out_scale = 0.1f;
@@ -85,15 +57,15 @@ dsw::File conv_file(const QConv& q, std::vector<dsw::Attr> extra = {}, dsw::Tens
   dsw::File f;
   const uint32_t x = f.add_value("x", {q.n, q.c, q.h, q.w});
   f.inputs = {x};
-  const uint32_t qx = add_u8(f, "qx", {q.n, q.c, q.h, q.w});
+  const uint32_t qx = f.add_activation("qx", {q.n, q.c, q.h, q.w}, 3);
   f.add_node(25, "quant", {x}, qx, {attr_float("scale", q.in_scale), dsw::attr_int("zero_point", q.x_zp)});
   const int64_t cg = q.c / q.group;
-  const uint32_t w = add_const(f, weight_override ? *weight_override
-                                                  : tensor("w", 2, {uint64_t(q.o), uint64_t(cg), uint64_t(q.kh), uint64_t(q.kw)}, q.weight));
-  const uint32_t b = add_const(f, tensor("b", 4, {uint64_t(q.o)}, q.bias));
-  const uint32_t m = add_const(f, tensor("m", 4, {uint64_t(q.o)}, q.mult));
-  const uint32_t s = add_const(f, tensor("s", 4, {uint64_t(q.o)}, q.shift));
-  const uint32_t c = add_u8(f, "c", {q.n, q.o, q.oh(), q.ow()});
+  const uint32_t w = f.add_typed_constant(weight_override ? *weight_override
+                                                  : dsw::typed_tensor("w", 2, {uint64_t(q.o), uint64_t(cg), uint64_t(q.kh), uint64_t(q.kw)}, q.weight));
+  const uint32_t b = f.add_typed_constant(dsw::typed_tensor("b", 4, {uint64_t(q.o)}, q.bias));
+  const uint32_t m = f.add_typed_constant(dsw::typed_tensor("m", 4, {uint64_t(q.o)}, q.mult));
+  const uint32_t s = f.add_typed_constant(dsw::typed_tensor("s", 4, {uint64_t(q.o)}, q.shift));
+  const uint32_t c = f.add_activation("c", {q.n, q.o, q.oh(), q.ow()}, 3);
   std::vector<dsw::Attr> attrs = {dsw::attr_ints("strides", {q.stride, q.stride}),
                                   dsw::attr_ints("pads", {q.pad, q.pad, q.pad, q.pad}),
                                   dsw::attr_ints("dilations", {q.dil, q.dil}),
@@ -284,7 +256,7 @@ struct QAddAttrs {
 dsw::File residual_file(const QConv& q, const QAddAttrs& a, bool conv_is_a, bool export_conv) {
   dsw::File f = conv_file(q);
   const uint32_t qx = f.nodes[0].outputs[0], c = f.nodes[1].outputs[0], conv_y = f.outputs[0];
-  const uint32_t sum = add_u8(f, "sum", {q.n, q.o, q.oh(), q.ow()});
+  const uint32_t sum = f.add_activation("sum", {q.n, q.o, q.oh(), q.ow()}, 3);
   f.add_node(29, "add", conv_is_a ? std::vector<uint32_t>{c, qx} : std::vector<uint32_t>{qx, c}, sum,
              {dsw::attr_int("a_zero_point", a.a_zp), dsw::attr_int("b_zero_point", a.b_zp),
               dsw::attr_int("y_zero_point", a.y_zp), dsw::attr_int("a_multiplier", a.a_mult),
@@ -379,13 +351,13 @@ TEST(qdense_matches_integer_loops_at_every_isa_and_thread_count) {
     dsw::File f;
     const uint32_t x = f.add_value("x", {n, k});
     f.inputs = {x};
-    const uint32_t qx = add_u8(f, "qx", {n, k});
+    const uint32_t qx = f.add_activation("qx", {n, k}, 3);
     f.add_node(25, "quant", {x}, qx, {attr_float("scale", in_scale), dsw::attr_int("zero_point", x_zp)});
-    const uint32_t wi = add_const(f, tensor("w", 2, {uint64_t(m), uint64_t(k)}, w));
-    const uint32_t bi = add_const(f, tensor("b", 4, {uint64_t(m)}, bias));
-    const uint32_t mi = add_const(f, tensor("m", 4, {uint64_t(m)}, mult));
-    const uint32_t si = add_const(f, tensor("s", 4, {uint64_t(m)}, shift));
-    const uint32_t c = add_u8(f, "c", {n, m});
+    const uint32_t wi = f.add_typed_constant(dsw::typed_tensor("w", 2, {uint64_t(m), uint64_t(k)}, w));
+    const uint32_t bi = f.add_typed_constant(dsw::typed_tensor("b", 4, {uint64_t(m)}, bias));
+    const uint32_t mi = f.add_typed_constant(dsw::typed_tensor("m", 4, {uint64_t(m)}, mult));
+    const uint32_t si = f.add_typed_constant(dsw::typed_tensor("s", 4, {uint64_t(m)}, shift));
+    const uint32_t c = f.add_activation("c", {n, m}, 3);
     f.add_node(28, "fc", {qx, wi, bi, mi, si}, c,
                {dsw::attr_int("x_zero_point", x_zp), dsw::attr_int("y_zero_point", y_zp),
                 dsw::attr_int("act_min", act_min), dsw::attr_int("act_max", act_max)});
@@ -448,7 +420,7 @@ TEST(quantize_dequantize_round_half_even_and_saturate) {
   dsw::File f;
   const uint32_t x = f.add_value("x", {1, 8});
   f.inputs = {x};
-  const uint32_t q = add_u8(f, "q", {1, 8});
+  const uint32_t q = f.add_activation("q", {1, 8}, 3);
   f.add_node(25, "quant", {x}, q, {attr_float("scale", 0.5f), dsw::attr_int("zero_point", 10)});
   const uint32_t y = f.add_value("y", {1, 8});
   f.add_node(26, "dequant", {q}, y, {attr_float("scale", 0.5f), dsw::attr_int("zero_point", 10)});
@@ -489,14 +461,14 @@ TEST(malformed_quantization_parameters_are_refused) {
     EXPECT_REFUSED(opt::load(conv_file(bad)), DS_ERR_FORMAT, "node 'dequant' (dequantize): attribute 'scale' is ");
   }
   // Constants of the wrong dtype or shape.
-  dsw::Tensor wf = tensor("w", 1, {4, 3, 3, 3}, std::vector<float>(108, 0.0f));
+  dsw::Tensor wf = dsw::typed_tensor("w", 1, {4, 3, 3, 3}, std::vector<float>(108, 0.0f));
   EXPECT_REFUSED(opt::load(conv_file(q, {}, &wf)), DS_ERR_FORMAT, "node 'conv' (qconv2d): input 1 (weight) is f32, must be i8");
   dsw::File f = conv_file(q);
-  f.tensors[1] = tensor("b", 4, {3}, std::vector<int32_t>(3, 0));
+  f.tensors[1] = dsw::typed_tensor("b", 4, {3}, std::vector<int32_t>(3, 0));
   f.values[3].dims = {3};
   EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "node 'conv' (qconv2d): bias has shape [3], must be [4]");
   f = conv_file(q);
-  f.tensors[2] = tensor("m", 1, {4}, std::vector<float>(4, 1.0f));
+  f.tensors[2] = dsw::typed_tensor("m", 1, {4}, std::vector<float>(4, 1.0f));
   f.values[4].dtype = 1;
   EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "input 3 (multiplier) is f32, must be i32");
   // A value whose declared dtype disagrees with its tensor record.
@@ -506,7 +478,7 @@ TEST(malformed_quantization_parameters_are_refused) {
   // The declared output dtype of a node must be what its op gives.
   f = conv_file(q);
   f.values[1].dtype = 1;
-  EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "node 'quant' (quantize): output 'qx' is declared f32 but the op gives u8");
+  EXPECT_REFUSED(opt::load(f), DS_ERR_FORMAT, "node 'quant' (quantize): output is declared f32; the op gives u8 or i16");
 }
 
 TEST(accumulation_depth_beyond_int32_is_refused) {
@@ -531,9 +503,9 @@ TEST(dtypes_an_op_does_not_take_are_refused) {
   dsw::File f;
   const uint32_t x = f.add_value("x", {1, 4});
   f.inputs = {x};
-  const uint32_t q = add_u8(f, "q", {1, 4});
+  const uint32_t q = f.add_activation("q", {1, 4}, 3);
   f.add_node(25, "quant", {x}, q, {attr_float("scale", 1.0f), dsw::attr_int("zero_point", 0)});
-  const uint32_t r = add_u8(f, "r", {1, 4});
+  const uint32_t r = f.add_activation("r", {1, 4}, 3);
   f.add_node(5, "relu", {q}, r);
   const uint32_t y = f.add_value("y", {1, 4});
   f.add_node(26, "dequant", {r}, y, {attr_float("scale", 1.0f), dsw::attr_int("zero_point", 0)});
@@ -556,21 +528,21 @@ TEST(dtypes_an_op_does_not_take_are_refused) {
   EXPECT_REFUSED(opt::load(g), DS_ERR_FORMAT, "input 'x' is u8; this runtime takes f32 graph inputs");
   // qlut with a table that is not 256 u8
   dsw::File h = f;
-  const uint32_t t = add_const(h, tensor("table", 3, {255}, std::vector<uint8_t>(255, 1)));
+  const uint32_t t = h.add_typed_constant(dsw::typed_tensor("table", 3, {255}, std::vector<uint8_t>(255, 1)));
   h.nodes[1] = {31, "lut", {q, t}, {r}, {}};
   EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "node 'lut' (qlut): table has shape [255], must be [256]");
-  h.tensors[0] = tensor("table", 2, {256}, std::vector<int8_t>(256, 1));
+  h.tensors[0] = dsw::typed_tensor("table", 2, {256}, std::vector<int8_t>(256, 1));
   h.values[t].dims = {256};
   h.values[t].dtype = 2;
   EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "input 1 (table) is i8, must be u8");
   // unknown dtype id
   h = f;
   h.values[q].dtype = 9;
-  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "9 is not 1 (f32), 2 (i8), 3 (u8) or 4 (i32)");
+  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "9 is not 1 (f32), 2 (i8), 3 (u8), 4 (i32) or 5 (i16)");
   // an i32 activation
   h = f;
   h.values[q].dtype = 4;
-  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "i32 is not an activation dtype (f32 or u8)");
+  EXPECT_REFUSED(opt::load(h), DS_ERR_FORMAT, "i32 is not an activation dtype (f32, u8 or i16)");
 }
 
 TEST(qadd_qconcat_qlut_qglobal_avgpool_and_u8_movement) {
@@ -580,7 +552,7 @@ TEST(qadd_qconcat_qlut_qglobal_avgpool_and_u8_movement) {
   auto base = [](dsw::File& f, uint32_t& q) {
     const uint32_t x = f.add_value("x", {1, 2, 2, 2});
     f.inputs = {x};
-    q = add_u8(f, "q", {1, 2, 2, 2});
+    q = f.add_activation("q", {1, 2, 2, 2}, 3);
     f.add_node(25, "quant", {x}, q, {attr_float("scale", 1.0f), dsw::attr_int("zero_point", 0)});
   };
   auto finish = [](dsw::File& f, uint32_t v, std::vector<int64_t> dims) {
@@ -594,10 +566,10 @@ TEST(qadd_qconcat_qlut_qglobal_avgpool_and_u8_movement) {
     base(f, q);
     std::vector<uint8_t> table(256);
     for (int i = 0; i < 256; ++i) table[size_t(i)] = uint8_t(255 - i);
-    const uint32_t t = add_const(f, tensor("table", 3, {256}, table));
-    const uint32_t l = add_u8(f, "l", {1, 2, 2, 2});
+    const uint32_t t = f.add_typed_constant(dsw::typed_tensor("table", 3, {256}, table));
+    const uint32_t l = f.add_activation("l", {1, 2, 2, 2}, 3);
     f.add_node(31, "lut", {q, t}, l);
-    const uint32_t a = add_u8(f, "a", {1, 2, 2, 2});
+    const uint32_t a = f.add_activation("a", {1, 2, 2, 2}, 3);
     f.add_node(29, "add", {q, l}, a,
                {dsw::attr_int("a_zero_point", 0), dsw::attr_int("b_zero_point", 0), dsw::attr_int("y_zero_point", 0),
                 dsw::attr_int("a_multiplier", 1 << 30), dsw::attr_int("b_multiplier", 1 << 30),
@@ -611,16 +583,16 @@ TEST(qadd_qconcat_qlut_qglobal_avgpool_and_u8_movement) {
     dsw::File f;
     uint32_t q;
     base(f, q);
-    const uint32_t m = add_u8(f, "m", {1, 2, 1, 1});
+    const uint32_t m = f.add_activation("m", {1, 2, 1, 1}, 3);
     f.add_node(3, "pool", {q}, m, {dsw::attr_ints("kernel", {2, 2})});
-    const uint32_t g = add_u8(f, "g", {1, 2, 1, 1});
+    const uint32_t g = f.add_activation("g", {1, 2, 1, 1}, 3);
     f.add_node(23, "gmax", {q}, g);
-    const uint32_t c = add_u8(f, "c", {1, 4, 1, 1});
+    const uint32_t c = f.add_activation("c", {1, 4, 1, 1}, 3);
     f.add_node(30, "cat", {m, g}, c,
                {dsw::attr_int("axis", 1), dsw::attr_ints("zero_points", {0, 0}),
                 dsw::attr_ints("multipliers", {1 << 30, 1 << 30}), dsw::attr_ints("shifts", {0, 0}),
                 dsw::attr_int("y_zero_point", 1)});
-    const uint32_t a = add_u8(f, "avg", {1, 4, 1, 1});
+    const uint32_t a = f.add_activation("avg", {1, 4, 1, 1}, 3);
     // qglobal_avgpool over one element, multiplier 2^31-1 shift 0 ~ identity: round(v * (1 - 2^-31))
     f.add_node(32, "gavg", {c}, a,
                {dsw::attr_int("x_zero_point", 1), dsw::attr_int("y_zero_point", 0),

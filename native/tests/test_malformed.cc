@@ -445,12 +445,12 @@ TEST(new_ops_graph_loads_and_runs) {
   CHECK(load_and_run_if_small(b));
 }
 
-// Flips in the graph section of the new-op graph with its CRC fixed: attribute values, keys, types
-// and wiring of ops 8-24 are damaged. Nothing may crash.
-TEST(random_flips_in_new_op_attributes) {
+// 3000 copies of f with one or two bits of the graph section flipped and its CRC fixed, each loaded
+// and run when small; nothing may crash, and more than a quarter must be refused.
+static void check_graph_flips(const dsw::File& f, uint32_t seed, const char* what) {
   dsw::Layout lay;
-  const dsw::Bytes b = dsw::serialize(new_ops_file(), &lay);
-  tiny::Rng rng(4242);
+  const dsw::Bytes b = dsw::serialize(f, &lay);
+  tiny::Rng rng(seed);
   int refused = 0;
   const int rounds = 3000;
   for (int i = 0; i < rounds; ++i) {
@@ -461,6 +461,71 @@ TEST(random_flips_in_new_op_attributes) {
     dsw::fix_crcs(c, lay);
     refused += load_and_run_if_small(c) ? 0 : 1;
   }
-  std::printf("  %d of %d damaged new-op graphs refused\n", refused, rounds);
+  std::printf("  %d of %d damaged %s graphs refused\n", refused, rounds, what);
   CHECK(refused > rounds / 4);
 }
+
+// Flips in the graph section of the new-op graph: attribute values, keys, types and wiring of ops
+// 8-24 are damaged.
+TEST(random_flips_in_new_op_attributes) { check_graph_flips(new_ops_file(), 4242, "new-op"); }
+
+// int16 activations: x -> quantize i16 -> qconv2d 3x3 (i16 -> i16, fused ReLU) -> maxpool2d ->
+// flatten -> requantize (i16 -> u8) -> dequantize.
+static dsw::File int16_file() {
+  using dsw::attr_int;
+  using dsw::attr_ints;
+  auto flt = [](const std::string& k, float v) {
+    dsw::Attr a;
+    a.key = k, a.type = 2, a.f = v;
+    return a;
+  };
+  auto ints = [](const std::string& name, uint8_t dtype, std::vector<uint64_t> dims, size_t n, int32_t v) {
+    return dsw::typed_tensor(name, dtype, std::move(dims), std::vector<int32_t>(n, v));
+  };
+  dsw::File f;
+  const uint32_t x = f.add_value("x", {-1, 2, 5, 5});
+  f.inputs = {x};
+  const uint32_t q = f.add_activation("q", {1, 2, 5, 5}, 5);
+  f.add_node(25, "quant", {x}, q, {flt("scale", 0.001f), attr_int("zero_point", 0)});
+  const uint32_t w = f.add_typed_constant(dsw::typed_tensor("w", 2, {3, 2, 3, 3}, std::vector<int8_t>(54, -3)));
+  const uint32_t b = f.add_typed_constant(ints("b", 4, {3}, 3, 100));
+  const uint32_t m = f.add_typed_constant(ints("m", 4, {3}, 3, 20000 << 16));
+  const uint32_t s = f.add_typed_constant(ints("s", 4, {3}, 3, 3));
+  const uint32_t c = f.add_activation("c", {1, 3, 5, 5}, 5);
+  f.add_node(27, "conv", {q, w, b, m, s}, c,
+             {attr_ints("pads", {1, 1, 1, 1}), attr_int("x_zero_point", 0), attr_int("y_zero_point", 0),
+              attr_int("act_min", 0)});
+  const uint32_t p = f.add_activation("p", {1, 3, 2, 2}, 5);
+  f.add_node(3, "pool", {c}, p, {attr_ints("kernel", {2, 2}), attr_ints("strides", {2, 2})});
+  const uint32_t fl = f.add_activation("fl", {1, 12}, 5);
+  f.add_node(6, "flat", {p}, fl, {attr_int("axis", 1)});
+  const uint32_t r = f.add_activation("r", {1, 12}, 3);
+  f.add_node(33, "requant", {fl}, r,
+             {attr_int("x_zero_point", 0), attr_int("y_zero_point", 10), attr_int("multiplier", 1 << 30),
+              attr_int("shift", 2)});
+  const uint32_t y = f.add_value("y", {1, 12});
+  f.add_node(26, "dequant", {r}, y, {flt("scale", 0.01f), attr_int("zero_point", 10)});
+  f.outputs = {y};
+  return f;
+}
+
+TEST(int16_graph_loads_and_runs) {
+  const dsw::Bytes b = dsw::serialize(int16_file());
+  const Outcome o = load(b);
+  REQUIRE_MSG(o.status == DS_OK, o.error);
+  CHECK(load_and_run_if_small(b));
+  // An i16 tensor stores raw values only; an unknown dtype names the value.
+  dsw::File f = int16_file();
+  f.tensors.push_back(dsw::typed_tensor("t", 5, {4}, std::vector<int16_t>{1, -2, 3, -4}));
+  f.add_value("t", {4}, int32_t(f.tensors.size() - 1));
+  f.values.back().dtype = 5;
+  CHECK(load(f).status == DS_OK);
+  f.tensors.back().streams[0] = dsw::symbol_stream(1, {1, 2, 3, 0}, 4, false);
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "tensor 4 ('t'): stream 0 (values): raw i16 values must use codec 0 (raw)");
+  f = int16_file();
+  f.values[1].dtype = 6;
+  EXPECT_REFUSED(load(f), DS_ERR_FORMAT, "value 1 ('q'): dtype: 6 is not 1 (f32), 2 (i8), 3 (u8), 4 (i32) or 5 (i16)");
+}
+
+// Flips in the graph section of the int16 graph (dtypes, zero points, multipliers, wiring).
+TEST(random_flips_in_int16_graph) { check_graph_flips(int16_file(), 1616, "int16"); }

@@ -133,5 +133,5 @@ TEST(activation_batchnorm_lrn_shuffle_errors) {
 }
 
 TEST(new_ops_are_known_and_a_newer_id_is_not) {
-  EXPECT_REFUSED(load1(33, {2, 3}, {}), DS_ERR_UNSUPPORTED_OP, "node 'op' has op id 33, which this runtime does not implement (it knows ids 1..32)");
+  EXPECT_REFUSED(load1(34, {2, 3}, {}), DS_ERR_UNSUPPORTED_OP, "node 'op' has op id 34, which this runtime does not implement (it knows ids 1..33)");
 }

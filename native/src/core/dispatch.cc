@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "core/cpu_features.h"
-#include "kernels/qu8.h"
+#include "kernels/qi16.h"
 
 namespace ds {
 namespace {
@@ -71,9 +71,10 @@ KernelTable with_maxpool(KernelTable t, Pool2dKernel maxpool2d) {
   return t;
 }
 
-KernelTable with_q(KernelTable t, const char* isa, const QKernels* q) {
+KernelTable with_q(KernelTable t, const char* isa, const QKernels* q, const Q16Kernels* q16 = nullptr) {
   t.isa = isa;
   t.q = q;
+  t.q16 = q16;
   return t;
 }
 
@@ -150,8 +151,10 @@ const KernelTable& kernels_for(Isa isa) {
   // fp32 kernels) or AVX-512 VNNI.
   static const KernelTable avx2_q = with_q(avx2_e, "avx2", &ds_qkernels__avx2);
   static const KernelTable avxvnni = with_q(avx2_e, "avxvnni", &ds_qkernels__avxvnni);
-  static const KernelTable avx512_q = with_q(avx512_e, "avx512", &ds_qkernels__avx2);
-  static const KernelTable avx512vnni = with_q(avx512_e, "avx512vnni", &ds_qkernels__avx512vnni);
+  // int16 activations: the AVX-512 vpmaddwd GEMM at both AVX-512 levels.
+  static const KernelTable avx512_q = with_q(avx512_e, "avx512", &ds_qkernels__avx2, &ds_q16_kernels__avx512);
+  static const KernelTable avx512vnni =
+      with_q(avx512_e, "avx512vnni", &ds_qkernels__avx512vnni, &ds_q16_kernels__avx512);
   if (isa == Isa::kAvx2) return avx2_q;
   if (isa == Isa::kAvxVnni) return avxvnni;
   if (isa == Isa::kAvx512) return avx512_q;

@@ -133,7 +133,7 @@ TensorRecord read_tensor_record(ByteReader& r, uint64_t data_start, uint64_t fil
   t.name = r.str("name");
   r.set_context(cat(r.context(), " ('", t.name, "')"));
   t.dtype = r.u8("dtype");
-  if (!dtype_known(t.dtype)) r.error("dtype", cat(unsigned(t.dtype), " is not 1 (f32), 2 (i8), 3 (u8) or 4 (i32)"));
+  if (!dtype_known(t.dtype)) r.error("dtype", cat(unsigned(t.dtype), " is not 1 (f32), 2 (i8), 3 (u8), 4 (i32) or 5 (i16)"));
   const uint8_t rank = r.u8("rank");
   if (rank > kMaxRank) r.error("rank", cat(unsigned(rank), " is over the limit of 8"));
   for (uint8_t i = 0; i < rank; ++i) {
@@ -250,7 +250,7 @@ void read_graph(const uint8_t* data, const Header& h, const std::vector<TensorRe
     if (!names.insert(val.name).second) r.error("name", "the name is used by an earlier value");
     val.dtype = r.u8("dtype");
     if (!dtype_known(val.dtype))
-      r.error("dtype", cat(unsigned(val.dtype), " is not 1 (f32), 2 (i8), 3 (u8) or 4 (i32)"));
+      r.error("dtype", cat(unsigned(val.dtype), " is not 1 (f32), 2 (i8), 3 (u8), 4 (i32) or 5 (i16)"));
     const uint8_t rank = r.u8("rank");
     if (rank > kMaxRank) r.error("rank", cat(unsigned(rank), " is over the limit of 8"));
     Shape known;  // dims with the run-time dimension counted as 1, for the element-count limit
@@ -277,8 +277,8 @@ void read_graph(const uint8_t* data, const Header& h, const std::vector<TensorRe
         r.error("dims", cat(shape_str(val.dims), " differ from tensor '", t.name, "' ", shape_str(t.dims)));
       if (t.dtype != val.dtype)
         r.error("dtype", cat(dtype_name(val.dtype), " differs from tensor '", t.name, "' (", dtype_name(t.dtype), ")"));
-    } else if (val.dtype != kDtypeF32 && val.dtype != kDtypeU8) {
-      r.error("dtype", cat(dtype_name(val.dtype), " is not an activation dtype (f32 or u8)"));
+    } else if (val.dtype != kDtypeF32 && !dtype_quantized_activation(val.dtype)) {
+      r.error("dtype", cat(dtype_name(val.dtype), " is not an activation dtype (f32, u8 or i16)"));
     }
   }
 
@@ -381,10 +381,13 @@ void read_graph(const uint8_t* data, const Header& h, const std::vector<TensorRe
 }
 
 // Each node's input dtypes (and, for the quantized ops, the contents of their constants) against
-// what its op takes, and its output value's declared dtype against the op's result.
-void check_dtypes(const Model& m) {
+// what its op takes, and its output value's declared dtype against the op's result. An op whose
+// output dtype is not implied by its inputs (quantize, qconv2d: u8 or i16) reads the declared one
+// from OpParams::y_dtype.
+void check_dtypes(Model& m) {
   std::vector<ValueInfo> in;
-  for (const Node& node : m.nodes) {
+  for (Node& node : m.nodes) {
+    node.params.y_dtype = m.values[node.outputs[0]].dtype;
     in.clear();
     for (uint32_t id : node.inputs) {
       if (id == kAbsentInput) {

@@ -210,6 +210,7 @@ struct KernelTable {
   GemvKernel gemv = nullptr;  // over gemm's packed B; null: dense runs the GEMM
   const WinogradKernels* winograd43 = nullptr;  // F(4x4, 3x3) tile transforms (kernels/winograd.h)
   const struct QKernels* q = nullptr;  // int8 kernels of the level (kernels/qu8.h)
+  const struct Q16Kernels* q16 = nullptr;  // i16-input qconv2d/qdense GEMM (kernels/qi16.h); null: scalar
 };
 
 // Scalar reference kernels (src/kernels/ref).

@@ -39,6 +39,6 @@ void run(const OpParams&, const std::vector<OpInput>& in, float* out, const Shap
 
 }  // namespace
 
-extern const OpDef kFlattenOp = {6, "flatten", 1, 1, parse, infer_shape, run, false, same_dtype_f32_or_u8};
+extern const OpDef kFlattenOp = {6, "flatten", 1, 1, parse, infer_shape, run, false, same_dtype_f32_u8_or_i16};
 
 }  // namespace ds

@@ -52,6 +52,12 @@ struct OpParams {
   int32_t zp_b = 0;                    // qadd b_zero_point
   int32_t y_zp = 0;                    // y_zero_point
   int32_t act_min = 0, act_max = 255;
+  // qconv2d/qdense: whether act_min / act_max were given (absent: the full range of y's dtype,
+  // filled in by check_dtypes).
+  bool act_min_given = false, act_max_given = false;
+  // Not an attribute: the declared dtype of the node's output value, set by the loader before
+  // check_dtypes (the quantized ops whose output may be u8 or i16 read it).
+  uint8_t y_dtype = kDtypeF32;
   int64_t mult = 0, mult_b = 0;        // qadd a/b multipliers; qglobal_avgpool multiplier
   int32_t shift = 0;                   // qadd, qglobal_avgpool
   std::vector<int64_t> zps, mults, shifts;  // qconcat, per input
@@ -135,9 +141,10 @@ struct OpDef {
   // Every input is required (concat); otherwise inputs from min_inputs on are optional.
   bool variadic = false;
   // Input dtypes (and the contents of constant inputs of quantized ops) at load: returns the
-  // output dtype or throws DS_ERR_FORMAT naming `who` and the input or attribute. Null: the op
-  // takes f32 only and gives f32.
-  uint8_t (*check_dtypes)(const OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) = nullptr;
+  // output dtype or throws DS_ERR_FORMAT naming `who` and the input or attribute. May complete p
+  // with what depends on the dtypes (p.y_dtype is the declared output dtype). Null: the op takes
+  // f32 only and gives f32.
+  uint8_t (*check_dtypes)(OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) = nullptr;
   // Optional, once per session: state built from the constant inputs (packed weights) for the
   // session's kernels. run_prepared, when set, is called instead of run, with this state (null
   // without prepare) and the session's thread pool.
@@ -180,7 +187,7 @@ struct OpDef {
 // The op with this id, or null.
 const OpDef* find_op(uint16_t id);
 // The largest op id this runtime knows (ids 1..kMaxOpId).
-constexpr uint16_t kMaxOpId = 32;
+constexpr uint16_t kMaxOpId = 33;
 
 // Attribute access with defaults, type checks and a check that no unknown key is left over.
 class AttrParser {
@@ -216,7 +223,10 @@ void parse_conv_window(AttrParser& a, OpParams& p);
 
 // check_dtypes of the ops that take u8 activations unchanged (docs/format.md): every input of one
 // dtype, f32 or u8; the output has it.
-uint8_t same_dtype_f32_or_u8(const OpParams& p, const std::vector<ValueInfo>& in, const std::string& who);
+uint8_t same_dtype_f32_or_u8(OpParams& p, const std::vector<ValueInfo>& in, const std::string& who);
+// The same for the movement ops that also take i16 activations unchanged (flatten, reshape,
+// maxpool2d, global_maxpool): f32, u8 or i16.
+uint8_t same_dtype_f32_u8_or_i16(OpParams& p, const std::vector<ValueInfo>& in, const std::string& who);
 
 // "node 'add_3' (add)", for shape errors.
 std::string node_where(const std::string& node, const char* op);

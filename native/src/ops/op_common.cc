@@ -7,7 +7,7 @@ extern const OpDef kConv2dOp, kDenseOp, kMaxPool2dOp, kAvgPool2dOp, kReluOp, kFl
     kBatchNormOp, kActivationOp, kAddOp, kSubOp, kMulOp, kDivOp, kConcatOp, kConvTranspose2dOp, kLrnOp,
     kChannelShuffleOp, kReshapeOp, kTransposeOp, kPadOp, kResizeOp, kGlobalAvgPoolOp, kGlobalMaxPoolOp,
     kSliceOp, kQuantizeOp, kDequantizeOp, kQConv2dOp, kQDenseOp, kQAddOp, kQConcatOp, kQLutOp,
-    kQGlobalAvgPoolOp;
+    kQGlobalAvgPoolOp, kRequantizeOp;
 
 const OpDef* find_op(uint16_t id) {
   static const OpDef* const ops[] = {
@@ -17,7 +17,7 @@ const OpDef* find_op(uint16_t id) {
       &kLrnOp,       &kChannelShuffleOp, &kReshapeOp,      &kTransposeOp,       &kPadOp,
       &kResizeOp,    &kGlobalAvgPoolOp, &kGlobalMaxPoolOp, &kSliceOp,     &kQuantizeOp,
       &kDequantizeOp, &kQConv2dOp,    &kQDenseOp,          &kQAddOp,            &kQConcatOp,
-      &kQLutOp,      &kQGlobalAvgPoolOp};
+      &kQLutOp,      &kQGlobalAvgPoolOp, &kRequantizeOp};
   for (const OpDef* op : ops)
     if (op->id == id) return op;
   return nullptr;
@@ -130,15 +130,27 @@ void parse_conv_window(AttrParser& a, OpParams& p) {
   if (p.group < 1 || p.group > kMaxElements) fail(DS_ERR_FORMAT, a.where(), ": group ", p.group, " is < 1");
 }
 
-uint8_t same_dtype_f32_or_u8(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+namespace {
+
+uint8_t same_dtype(const std::vector<ValueInfo>& in, const std::string& who, bool takes_i16) {
   const uint8_t d = in[0].dtype;
-  if (d != kDtypeF32 && d != kDtypeU8)
-    fail(DS_ERR_FORMAT, who, ": input 0 is ", dtype_name(d), "; the op takes f32 or u8");
+  if (d != kDtypeF32 && d != kDtypeU8 && !(takes_i16 && d == kDtypeI16))
+    fail(DS_ERR_FORMAT, who, ": input 0 is ", dtype_name(d), takes_i16 ? "; the op takes f32, u8 or i16" : "; the op takes f32 or u8");
   for (size_t i = 1; i < in.size(); ++i)
     if (in[i].dims && in[i].dtype != d)
       fail(DS_ERR_FORMAT, who, ": input ", i, " is ", dtype_name(in[i].dtype), " but input 0 is ", dtype_name(d),
-           " (a u8 input needs every input to be u8)");
+           " (a ", dtype_name(d), " input needs every input to be ", dtype_name(d), ")");
   return d;
+}
+
+}  // namespace
+
+uint8_t same_dtype_f32_or_u8(OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+  return same_dtype(in, who, false);
+}
+
+uint8_t same_dtype_f32_u8_or_i16(OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+  return same_dtype(in, who, true);
 }
 
 int64_t window_output_size(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t kernel,

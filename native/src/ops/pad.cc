@@ -63,7 +63,7 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
 }
 
 // u8 takes constant padding only with an integer value 0..255 (the zero point).
-uint8_t check_dtypes(const OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
+uint8_t check_dtypes(OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
   const uint8_t d = same_dtype_f32_or_u8(p, in, who);
   if (d == kDtypeU8 && p.mode == kPadConstant && !(p.value >= 0.0f && p.value <= 255.0f && p.value == float(int(p.value))))
     fail(DS_ERR_FORMAT, who, ": attribute 'value' is ", p.value,

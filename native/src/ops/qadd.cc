@@ -25,7 +25,7 @@ Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const st
   return binary_infer_shape(in, node, "qadd");
 }
 
-uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+uint8_t check_dtypes(OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
   q_need_dtype(in, 0, kDtypeU8, who, "a");
   q_need_dtype(in, 1, kDtypeU8, who, "b");
   return kDtypeU8;

@@ -56,7 +56,7 @@ Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const 
   return out;
 }
 
-uint8_t check_dtypes(const OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
+uint8_t check_dtypes(OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
   if (in.size() != p.zps.size())
     fail(DS_ERR_FORMAT, who, ": ", in.size(), " inputs but ", p.zps.size(), " zero_points/multipliers/shifts");
   for (size_t i = 0; i < in.size(); ++i) q_need_dtype(in, i, kDtypeU8, who, "x");

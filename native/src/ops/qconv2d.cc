@@ -1,6 +1,12 @@
-// qconv2d (op id 27): x u8 (N,C,H,W), weight i8 (O,C/group,kh,kw), bias/multiplier/shift i32 (O).
+// qconv2d (op id 27): x u8 or i16 (N,C,H,W), weight i8 (O,C/group,kh,kw), bias/multiplier/shift i32 (O).
 // acc[o] = bias[o] + sum (x - x_zp) * w over the window (padding takes x = x_zp);
-// y = clamp(y_zp + requant(acc, multiplier[o], shift[o]), act_min, act_max).
+// y = clamp(y_zp + requant(acc, multiplier[o], shift[o]), act_min, act_max), u8 or i16.
+//
+// x or y i16 (docs/format.md, "int16 activations"): State::int16, its own path chosen at prepare
+// from the value dtypes. With i16 x on a level with Q16Kernels: the weights widened to int16 once,
+// and per block of 32 output pixels an im2col panel of int16 pairs and the vpmaddwd GEMM with
+// exact int64 sums; otherwise (and for u8 x with i16 y) the reference kernel. The rest of this
+// comment is the u8 path.
 //
 // With SIMD kernels: the zero-point term is folded into the bias once (bias - x_zp * sum w), the
 // weights are packed once per session, and each run packs a block of output pixels and runs the
@@ -24,7 +30,7 @@ OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
   parse_conv_window(a, p);
   p.zp = q_zero_point(a, "x_zero_point");
   p.y_zp = q_zero_point(a, "y_zero_point");
-  q_act_range(a, p);
+  q_parse_act_range(a, p);
   a.finish();
   return p;
 }
@@ -44,9 +50,8 @@ Shape infer_shape(const OpParams& p, const std::vector<const Shape*>& in, const 
   return {x[0], w[0], oh, ow};
 }
 
-uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
-  q_check_linear(in, who, 4);
-  return kDtypeU8;
+uint8_t check_dtypes(OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
+  return q_check_linear(p, in, who, 4);
 }
 
 Conv2dParams conv_params(const OpParams& p, const Shape& x, const Shape& w, int64_t oh, int64_t ow) {
@@ -62,6 +67,11 @@ Conv2dParams conv_params(const OpParams& p, const Shape& x, const Shape& w, int6
 }
 
 struct State {
+  bool int16 = false;                  // x or y i16: run_int16
+  const Q16Kernels* q16 = nullptr;     // int16 with i16 x: the GEMM, over w16
+  std::vector<int16_t> w16;            // weights widened, rows of 2 * k2 (K padded with 0 to even)
+  int64_t k2 = 0;                      // and hq x wq: the input planes padded with zeros
+  Shape q16_input;                     // the (C, H, W) the workspace was sized for
   const QGemmKernels* gemm = nullptr;  // GEMM path
   QDwConvKernel dw = nullptr;          // depthwise path
   // Depthwise with per-channel constants packed once (QKernels::dwconv_packed), when the level has
@@ -113,6 +123,26 @@ int64_t workspace_bytes(const State& s, int threads) { return (s.padded_bytes + 
 std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable& kt,
                                     int threads) {
   auto s = std::make_shared<State>();
+  if (in[0].dtype != kDtypeU8 || p.y_dtype != kDtypeU8) {
+    s->int16 = true;
+    if (in[0].dtype == kDtypeI16 && kt.q16) {
+      const Shape& wd = *in[1].dims;
+      const int64_t o = wd[0], k = product(wd, 1);
+      const int8_t* w = static_cast<const int8_t*>(in[1].data);
+      s->q16 = kt.q16;
+      s->k2 = (k + 1) / 2;
+      s->w16.assign(size_t(o * 2 * s->k2), 0);
+      for (int64_t j = 0; j < o; ++j)
+        for (int64_t t = 0; t < k; ++t) s->w16[size_t(j * 2 * s->k2 + t)] = w[j * k + t];
+      // The input padded with zeros (one image), then per thread: the B panel and the int64 block.
+      const Shape& xd = *in[0].dims;
+      s->hq = xd[2] + p.pads[0] + p.pads[2], s->wq = xd[3] + p.pads[1] + p.pads[3];
+      s->q16_input = {xd[1], xd[2], xd[3]};
+      s->padded_bytes = xd[1] * s->hq * s->wq * 2;
+      s->ws_bytes = (s->k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64 + kQ16Mr * kQ16Nr * 8;
+    }
+    return s;
+  }
   if (!kt.q) return s;
   const Shape& xd = *in[0].dims;
   const Shape& wd = *in[1].dims;
@@ -468,6 +498,69 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
   }
 }
 
+// State::q16, per image: the input padded with zeros (State::hq x wq planes), then tasks of one
+// group and panel of kQ16Nr output pixels each.
+template <typename Y>
+void run_int16_gemm(const State& s, const QConv2dParams& q, const int16_t* x, const QChannelParams& ch, Y* y,
+                    uint8_t* workspace, int threads, ThreadPool* pool) {
+  const Conv2dParams& c = q.conv;
+  const int64_t cg = c.c / c.group, og = c.o / c.group, pixels = c.oh * c.ow, plane = s.hq * s.wq;
+  const int64_t panels = (pixels + kQ16Nr - 1) / kQ16Nr;
+  const int64_t panel_bytes = (s.k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64;
+  int16_t* padded = reinterpret_cast<int16_t*>(workspace);
+  uint8_t* ws = workspace + (s.padded_bytes + 63) / 64 * 64;
+  for (int64_t b = 0; b < c.n; ++b) {
+    const int64_t per = (c.c + threads - 1) / threads;
+    parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
+      for (int64_t ci = t * per; ci < std::min(c.c, (t + 1) * per); ++ci) {
+        int16_t* dst = padded + ci * plane;
+        std::fill(dst, dst + plane, int16_t(0));
+        for (int64_t iy = 0; iy < c.h; ++iy)
+          std::memcpy(dst + (iy + c.pad_top) * s.wq + c.pad_left, x + ((b * c.c + ci) * c.h + iy) * c.w, size_t(c.w) * 2);
+      }
+    });
+    parallel(pool, c.group * panels, [&](int64_t t, int thread) {
+      const int64_t gi = t / panels, p0 = t % panels * kQ16Nr;
+      const int64_t n = std::min<int64_t>(kQ16Nr, pixels - p0);
+      int16_t* panel = reinterpret_cast<int16_t*>(ws + thread * s.ws_bytes);
+      int64_t* acc = reinterpret_cast<int64_t*>(ws + thread * s.ws_bytes + panel_bytes);
+      ds_i16_im2col_pairs__scalar(c, cg, padded + gi * cg * plane, s.hq, s.wq, p0, p0 + n, panel);
+      for (int64_t m0 = 0; m0 < og; m0 += kQ16Mr) {
+        const int rows = int(std::min<int64_t>(kQ16Mr, og - m0));
+        const int16_t* a[kQ16Mr];
+        for (int r = 0; r < rows; ++r) a[r] = s.w16.data() + (gi * og + m0 + r) * 2 * s.k2;
+        s.q16->gemm(s.k2, rows, a, panel, acc);
+        for (int r = 0; r < rows; ++r) {
+          const int64_t o = gi * og + m0 + r;
+          Y* yo = y + (b * c.o + o) * pixels + p0;
+          for (int64_t j = 0; j < n; ++j) yo[j] = q16_output<Y>(ch.bias[o] + acc[r * kQ16Nr + j], ch, o, q.out);
+        }
+      }
+    });
+  }
+}
+
+// State::int16: the GEMM (State::q16), or the reference kernel with the N * O output planes split
+// between the threads.
+void run_int16(const State& s, const QConv2dParams& q, const std::vector<OpInput>& in, uint8_t y_dtype, void* out,
+               const RunContext& ctx) {
+  const Conv2dParams& c = q.conv;
+  const QChannelParams ch{in[2].as<int32_t>(), in[3].as<int32_t>(), in[4].as<int32_t>()};
+  const int8_t* w = in[1].as<int8_t>();
+  const int64_t planes = c.n * c.o;
+  q_with_types(in[0].dtype, in[0].data, y_dtype, out, [&](auto* x, auto* y) {
+    if constexpr (sizeof(*x) == 2) {
+      // Declared dims are not the run's shape in a malformed file: then the reference kernel.
+      if (s.q16 && s.q16_input == Shape{c.c, c.h, c.w}) {
+        run_int16_gemm(s, q, x, ch, y, reinterpret_cast<uint8_t*>(ctx.workspace), ctx.pool ? ctx.pool->size() : 1,
+                       ctx.pool);
+        return;
+      }
+    }
+    parallel_range(ctx.pool, planes, 2, 1, [&](int64_t p0, int64_t p1) { ds_q16_conv2d__scalar(q, x, w, ch, y, p0, p1); });
+  });
+}
+
 void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& in, void* out, const Shape& os,
          const KernelTable& kt) {
   const State& s = *static_cast<const State*>(ctx.state);
@@ -477,6 +570,10 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   q.conv = conv_params(p, xs, wd, os[2], os[3]);
   q.x_zp = p.zp;
   q.out = {p.y_zp, p.act_min, p.act_max};
+  if (s.int16) {
+    run_int16(s, q, in, p.y_dtype, out, ctx);
+    return;
+  }
   const uint8_t* x = in[0].as<uint8_t>();  // f32 with p.quantize (State::takes_f32: run_shifted only)
   const int8_t* w = in[1].as<int8_t>();
   uint8_t* y = static_cast<uint8_t*>(out);

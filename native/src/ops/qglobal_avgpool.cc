@@ -7,21 +7,14 @@ namespace ds {
 namespace {
 
 OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
-  AttrParser a(attrs, node, "qglobal_avgpool");
-  OpParams p;
-  p.zp = q_zero_point(a, "x_zero_point");
-  p.y_zp = q_zero_point(a, "y_zero_point");
-  p.mult = q_multiplier(a, "multiplier");
-  p.shift = q_shift(a, "shift");
-  a.finish();
-  return p;
+  return q_parse_rescale(attrs, node, "qglobal_avgpool");
 }
 
 Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const std::string& node) {
   return global_pool_infer_shape(*in[0], node, "qglobal_avgpool");
 }
 
-uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+uint8_t check_dtypes(OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
   q_need_dtype(in, 0, kDtypeU8, who, "x");
   return kDtypeU8;
 }

@@ -11,7 +11,7 @@ OpParams parse(const std::vector<Attr>& attrs, const std::string& node) {
 
 Shape infer_shape(const OpParams&, const std::vector<const Shape*>& in, const std::string&) { return *in[0]; }
 
-uint8_t check_dtypes(const OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
+uint8_t check_dtypes(OpParams&, const std::vector<ValueInfo>& in, const std::string& who) {
   q_need_dtype(in, 0, kDtypeU8, who, "x");
   q_need_constant(in, 1, kDtypeU8, 256, who, "table");
   return kDtypeU8;

@@ -51,7 +51,7 @@ void run(const OpParams& p, const std::vector<OpInput>& in, float* out, const Sh
   else (p.mode == 1 ? k.resize_linear : k.resize_nearest)(r, in[0].data, out);
 }
 
-uint8_t check_dtypes(const OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
+uint8_t check_dtypes(OpParams& p, const std::vector<ValueInfo>& in, const std::string& who) {
   const uint8_t d = same_dtype_f32_or_u8(p, in, who);
   if (d == kDtypeU8 && p.mode != 0)
     fail(DS_ERR_FORMAT, who, ": attribute 'mode' is linear; resizing u8 needs mode nearest");

@@ -1,53 +1,76 @@
-// Reference qconv2d / qdense (docs/format.md): int64 sums of (x - x_zp) * w in the order of the
-// formula, padded taps skipped (they add (x_zp - x_zp) * w = 0), then the fixed-point epilogue.
+// Reference qconv2d / qdense (docs/format.md), x and y each u8 or i16: int64 sums of (x - x_zp) * w
+// in the order of the formula, padded taps skipped (they add (x_zp - x_zp) * w = 0), then the
+// fixed-point epilogue.
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/qu8.h"
+#include "kernels/qi16.h"
 
 namespace ds {
 
-void ds_qu8_conv2d__scalar(const QConv2dParams& q, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
-                           uint8_t* y) {
+template <typename X, typename Y>
+void ds_q16_conv2d__scalar(const QConv2dParams& q, const X* x, const int8_t* w, const QChannelParams& ch, Y* y,
+                           int64_t plane0, int64_t plane1) {
   const Conv2dParams& p = q.conv;
   const int64_t cg = p.c / p.group, og = p.o / p.group;
-  for (int64_t b = 0; b < p.n; ++b) {
-    for (int64_t o = 0; o < p.o; ++o) {
-      const int64_t g = o / og;
-      const int8_t* wo = w + o * cg * p.kh * p.kw;
-      uint8_t* yo = y + (b * p.o + o) * p.oh * p.ow;
-      for (int64_t oy = 0; oy < p.oh; ++oy) {
-        for (int64_t ox = 0; ox < p.ow; ++ox) {
-          int64_t acc = ch.bias[o];
-          for (int64_t c = 0; c < cg; ++c) {
-            const uint8_t* xc = x + ((b * p.c) + g * cg + c) * p.h * p.w;
-            for (int64_t ky = 0; ky < p.kh; ++ky) {
-              const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
-              if (iy < 0 || iy >= p.h) continue;
-              for (int64_t kx = 0; kx < p.kw; ++kx) {
-                const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
-                if (ix < 0 || ix >= p.w) continue;
-                acc += (int64_t(xc[iy * p.w + ix]) - q.x_zp) * wo[(c * p.kh + ky) * p.kw + kx];
-              }
+  for (int64_t plane = plane0; plane < plane1; ++plane) {
+    const int64_t b = plane / p.o, o = plane % p.o;
+    const int64_t g = o / og;
+    const int8_t* wo = w + o * cg * p.kh * p.kw;
+    Y* yo = y + plane * p.oh * p.ow;
+    for (int64_t oy = 0; oy < p.oh; ++oy) {
+      for (int64_t ox = 0; ox < p.ow; ++ox) {
+        int64_t acc = ch.bias[o];
+        for (int64_t c = 0; c < cg; ++c) {
+          const X* xc = x + ((b * p.c) + g * cg + c) * p.h * p.w;
+          for (int64_t ky = 0; ky < p.kh; ++ky) {
+            const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+            if (iy < 0 || iy >= p.h) continue;
+            for (int64_t kx = 0; kx < p.kw; ++kx) {
+              const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
+              if (ix < 0 || ix >= p.w) continue;
+              acc += (int64_t(xc[iy * p.w + ix]) - q.x_zp) * wo[(c * p.kh + ky) * p.kw + kx];
             }
           }
-          yo[oy * p.ow + ox] = qu8_clamp(q.out.y_zp + qu8_requant(acc, ch.multiplier[o], ch.shift[o]),
-                                         q.out.act_min, q.out.act_max);
         }
+        yo[oy * p.ow + ox] = q_clamp<Y>(q.out.y_zp + q_requant_acc<X>(acc, ch.multiplier[o], ch.shift[o]),
+                                        q.out.act_min, q.out.act_max);
       }
     }
   }
 }
 
-void ds_qu8_dense__scalar(int64_t n, int64_t k, int64_t m, int32_t x_zp, const QuantOut& q, const uint8_t* x,
-                          const int8_t* w, const QChannelParams& ch, uint8_t* y) {
+template <typename X, typename Y>
+void ds_q16_dense__scalar(int64_t n, int64_t k, int64_t m, int32_t x_zp, const QuantOut& q, const X* x,
+                          const int8_t* w, const QChannelParams& ch, Y* y, int64_t m0, int64_t m1) {
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < m; ++j) {
+    for (int64_t j = m0; j < m1; ++j) {
       int64_t acc = ch.bias[j];
       for (int64_t t = 0; t < k; ++t) acc += (int64_t(x[i * k + t]) - x_zp) * w[j * k + t];
-      y[i * m + j] = qu8_clamp(q.y_zp + qu8_requant(acc, ch.multiplier[j], ch.shift[j]), q.act_min, q.act_max);
+      y[i * m + j] = q_clamp<Y>(q.y_zp + q_requant_acc<X>(acc, ch.multiplier[j], ch.shift[j]), q.act_min, q.act_max);
     }
   }
+}
+
+#define DS_Q16_LINEAR(X, Y)                                                                                        \
+  template void ds_q16_conv2d__scalar<X, Y>(const QConv2dParams&, const X*, const int8_t*, const QChannelParams&, \
+                                            Y*, int64_t, int64_t);                                                 \
+  template void ds_q16_dense__scalar<X, Y>(int64_t, int64_t, int64_t, int32_t, const QuantOut&, const X*,          \
+                                           const int8_t*, const QChannelParams&, Y*, int64_t, int64_t);
+DS_Q16_LINEAR(uint8_t, uint8_t)
+DS_Q16_LINEAR(uint8_t, int16_t)
+DS_Q16_LINEAR(int16_t, uint8_t)
+DS_Q16_LINEAR(int16_t, int16_t)
+#undef DS_Q16_LINEAR
+
+void ds_qu8_conv2d__scalar(const QConv2dParams& q, const uint8_t* x, const int8_t* w, const QChannelParams& ch,
+                           uint8_t* y) {
+  ds_q16_conv2d__scalar(q, x, w, ch, y, 0, q.conv.n * q.conv.o);
+}
+
+void ds_qu8_dense__scalar(int64_t n, int64_t k, int64_t m, int32_t x_zp, const QuantOut& q, const uint8_t* x,
+                          const int8_t* w, const QChannelParams& ch, uint8_t* y) {
+  ds_q16_dense__scalar(n, k, m, x_zp, q, x, w, ch, y, 0, m);
 }
 
 void ds_u8_im2col__scalar(const Conv2dParams& p, int64_t channels, int32_t x_zp, const uint8_t* x, int64_t p0,

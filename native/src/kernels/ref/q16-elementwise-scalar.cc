@@ -1,0 +1,77 @@
+// Reference requantize, quantize/dequantize to and from i16, and i16 max pooling
+// (docs/format.md, "int16 activations").
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/qi16.h"
+
+namespace ds {
+
+template <typename X, typename Y>
+void ds_q16_requantize__scalar(int64_t n, const QRequantParams& q, const X* x, Y* y) {
+  constexpr int32_t lo = sizeof(Y) == 1 ? 0 : -32768, hi = sizeof(Y) == 1 ? 255 : 32767;
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = q_clamp<Y>(q.y_zp + qu8_requant(int64_t(x[i]) - q.x_zp, q.multiplier, q.shift), lo, hi);
+}
+
+template void ds_q16_requantize__scalar<uint8_t, uint8_t>(int64_t, const QRequantParams&, const uint8_t*, uint8_t*);
+template void ds_q16_requantize__scalar<uint8_t, int16_t>(int64_t, const QRequantParams&, const uint8_t*, int16_t*);
+template void ds_q16_requantize__scalar<int16_t, uint8_t>(int64_t, const QRequantParams&, const int16_t*, uint8_t*);
+template void ds_q16_requantize__scalar<int16_t, int16_t>(int64_t, const QRequantParams&, const int16_t*, int16_t*);
+
+void ds_q16_quantize__scalar(int64_t n, float scale, const float* x, int16_t* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float q = std::nearbyint(x[i] / scale);
+    y[i] = q != q ? int16_t(0) : q <= -32768.0f ? int16_t(-32768) : q >= 32767.0f ? int16_t(32767) : int16_t(q);
+  }
+}
+
+void ds_q16_dequantize__scalar(int64_t n, float scale, const int16_t* x, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = float(x[i]) * scale;
+}
+
+// One output at a time; padded taps take no part (a window with no tap inside gives -32768, the
+// lowest value, as the f32 kernel gives -inf).
+void ds_i16_maxpool2d__scalar(const Pool2dParams& p, const int16_t* x, int16_t* y) {
+  for (int64_t plane = 0; plane < p.n * p.c; ++plane)
+    for (int64_t oy = 0; oy < p.oh; ++oy)
+      for (int64_t ox = 0; ox < p.ow; ++ox) {
+        int16_t m = -32768;
+        for (int64_t ky = 0; ky < p.kh; ++ky) {
+          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+          if (iy < 0 || iy >= p.h) continue;
+          for (int64_t kx = 0; kx < p.kw; ++kx) {
+            const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
+            if (ix >= 0 && ix < p.w) m = std::max(m, x[(plane * p.h + iy) * p.w + ix]);
+          }
+        }
+        y[(plane * p.oh + oy) * p.ow + ox] = m;
+      }
+}
+
+void ds_i16_global_maxpool__scalar(int64_t planes, int64_t size, const int16_t* x, int16_t* y) {
+  for (int64_t p = 0; p < planes; ++p) {
+    int16_t m = -32768;
+    for (int64_t i = 0; i < size; ++i) m = std::max(m, x[p * size + i]);
+    y[p] = m;
+  }
+}
+
+void ds_i16_im2col_pairs__scalar(const Conv2dParams& p, int64_t channels, const int16_t* xp, int64_t hp, int64_t wp,
+                                 int64_t p0, int64_t p1, int16_t* dst) {
+  const int64_t k = channels * p.kh * p.kw, k2 = (k + 1) / 2, n = p1 - p0;
+  if (n < kQ16Nr || k % 2) std::fill(dst, dst + k2 * kQ16Nr * 2, int16_t(0));
+  // The window origin of each column in the padded plane, once; then one tap at a time.
+  int64_t origin[kQ16Nr];
+  for (int64_t j = 0; j < n; ++j) origin[j] = (p0 + j) / p.ow * p.stride_h * wp + (p0 + j) % p.ow * p.stride_w;
+  int64_t kk = 0;
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t ky = 0; ky < p.kh; ++ky)
+      for (int64_t kx = 0; kx < p.kw; ++kx, ++kk) {
+        const int16_t* tap = xp + c * hp * wp + ky * p.dil_h * wp + kx * p.dil_w;
+        int16_t* row = dst + kk / 2 * kQ16Nr * 2 + kk % 2;
+        for (int64_t j = 0; j < n; ++j) row[2 * j] = tap[origin[j]];
+      }
+}
+
+}  // namespace ds
