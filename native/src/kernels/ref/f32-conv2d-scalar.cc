@@ -1,4 +1,5 @@
 #include "kernels/ref/activation.h"
+#include "kernels/ref/window_taps.h"
 
 namespace ds {
 
@@ -18,15 +19,8 @@ void ds_f32_conv2d__scalar(const Conv2dParams& p, const float* x, const float* w
           for (int64_t ic = 0; ic < cg; ++ic) {
             const float* xc = x + (b * p.c + g * cg + ic) * p.h * p.w;
             const float* wc = wo + ic * p.kh * p.kw;
-            for (int64_t ky = 0; ky < p.kh; ++ky) {
-              const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
-              if (iy < 0 || iy >= p.h) continue;
-              for (int64_t kx = 0; kx < p.kw; ++kx) {
-                const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
-                if (ix < 0 || ix >= p.w) continue;
-                acc += xc[iy * p.w + ix] * wc[ky * p.kw + kx];
-              }
-            }
+            for_each_tap_in_input(p, oy, ox,
+                                  [&](int64_t ky, int64_t kx, int64_t i) { acc += xc[i] * wc[ky * p.kw + kx]; });
           }
           yo[oy * p.ow + ox] = ref_activate(p.act, acc);
         }

@@ -2,6 +2,7 @@
 #include <limits>
 
 #include "kernels/kernels.h"
+#include "kernels/ref/window_taps.h"
 
 namespace ds {
 
@@ -15,15 +16,7 @@ void ds_f32_maxpool2d__scalar(const Pool2dParams& p, const float* x, float* y) {
     for (int64_t oy = 0; oy < p.oh; ++oy) {
       for (int64_t ox = 0; ox < p.ow; ++ox) {
         float m = -std::numeric_limits<float>::infinity();
-        for (int64_t ky = 0; ky < p.kh; ++ky) {
-          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
-          if (iy < 0 || iy >= p.h) continue;
-          for (int64_t kx = 0; kx < p.kw; ++kx) {
-            const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
-            if (ix < 0 || ix >= p.w) continue;
-            m = std::max(m, xp[iy * p.w + ix]);
-          }
-        }
+        for_each_tap_in_input(p, oy, ox, [&](int64_t, int64_t, int64_t i) { m = std::max(m, xp[i]); });
         yp[oy * p.ow + ox] = m;
       }
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/qi16.h"
+#include "kernels/ref/window_taps.h"
 
 namespace ds {
 
@@ -37,14 +38,8 @@ void ds_i16_maxpool2d__scalar(const Pool2dParams& p, const int16_t* x, int16_t* 
     for (int64_t oy = 0; oy < p.oh; ++oy)
       for (int64_t ox = 0; ox < p.ow; ++ox) {
         int16_t m = -32768;
-        for (int64_t ky = 0; ky < p.kh; ++ky) {
-          const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
-          if (iy < 0 || iy >= p.h) continue;
-          for (int64_t kx = 0; kx < p.kw; ++kx) {
-            const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
-            if (ix >= 0 && ix < p.w) m = std::max(m, x[(plane * p.h + iy) * p.w + ix]);
-          }
-        }
+        const int16_t* xp = x + plane * p.h * p.w;
+        for_each_tap_in_input(p, oy, ox, [&](int64_t, int64_t, int64_t i) { m = std::max(m, xp[i]); });
         y[(plane * p.oh + oy) * p.ow + ox] = m;
       }
 }

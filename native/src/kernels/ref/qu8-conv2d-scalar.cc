@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/qi16.h"
+#include "kernels/ref/window_taps.h"
 
 namespace ds {
 
@@ -23,15 +24,9 @@ void ds_q16_conv2d__scalar(const QConv2dParams& q, const X* x, const int8_t* w, 
         int64_t acc = ch.bias[o];
         for (int64_t c = 0; c < cg; ++c) {
           const X* xc = x + ((b * p.c) + g * cg + c) * p.h * p.w;
-          for (int64_t ky = 0; ky < p.kh; ++ky) {
-            const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
-            if (iy < 0 || iy >= p.h) continue;
-            for (int64_t kx = 0; kx < p.kw; ++kx) {
-              const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
-              if (ix < 0 || ix >= p.w) continue;
-              acc += (int64_t(xc[iy * p.w + ix]) - q.x_zp) * wo[(c * p.kh + ky) * p.kw + kx];
-            }
-          }
+          for_each_tap_in_input(p, oy, ox, [&](int64_t ky, int64_t kx, int64_t i) {
+            acc += (int64_t(xc[i]) - q.x_zp) * wo[(c * p.kh + ky) * p.kw + kx];
+          });
         }
         yo[oy * p.ow + ox] = q_clamp<Y>(q.out.y_zp + q_requant_acc<X>(acc, ch.multiplier[o], ch.shift[o]),
                                         q.out.act_min, q.out.act_max);
