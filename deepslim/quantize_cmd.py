@@ -83,7 +83,7 @@ def print_fallback(report) -> None:
     kept = report.keep_fp32
     print(f"  fallback: timed {len(report.nodes)} conv/dense layers at {report.threads} thread(s), "
           f"{report.rounds} re-quantization(s); "
-          f"{len(kept)} kept in fp32 (int8 slower)" + (":" if kept else ""))
+          f"{len(kept)} kept in fp32 (quantized form slower)" + (":" if kept else ""))
     for name in kept:
         print(f"    {name}: {report.nodes[name].describe()}")
     print(f"  whole model (sum of node times): fp32 {report.fp32_total_ms:.3f} ms, int8 before the fallback "

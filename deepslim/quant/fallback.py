@@ -45,12 +45,14 @@ class NodeTiming:
     fp32_ms: float
     fp32: bool  # kept in float because int8 was slower
     boundary_ms: float = 0.0  # quantize/dequantize time at the border of its fp32 island (round 2)
+    activation_bits: int = 8  # 16: the quantized form timed was 16x8 (i16 output); int8_ms is its time
 
     def describe(self) -> str:
         border = f"; its fp32 island's quantize/dequantize {self.boundary_ms:.4f} ms" if self.boundary_ms else ""
+        q = "int8" if self.activation_bits == 8 else "int16"
         if self.fp32:
-            return f"fp32 (int8 measured {self.int8_ms:.4f} ms > fp32 {self.fp32_ms:.4f} ms{border})"
-        return f"int8 (int8 measured {self.int8_ms:.4f} ms, fp32 {self.fp32_ms:.4f} ms{border})"
+            return f"fp32 ({q} measured {self.int8_ms:.4f} ms > fp32 {self.fp32_ms:.4f} ms{border})"
+        return f"{q} ({q} measured {self.int8_ms:.4f} ms, fp32 {self.fp32_ms:.4f} ms{border})"
 
 
 @dataclass
@@ -69,7 +71,8 @@ class FallbackReport:
         return json.dumps({"threads": self.threads, "rounds": self.rounds,
                            "fp32_total_ms": round(self.fp32_total_ms, 6), "int8_total_ms": round(self.int8_total_ms, 6),
                            "nodes": {n: {"op": t.op, "int8_ms": round(t.int8_ms, 6), "fp32_ms": round(t.fp32_ms, 6),
-                                         "fp32": t.fp32, "boundary_ms": round(t.boundary_ms, 6)}
+                                         "fp32": t.fp32, "boundary_ms": round(t.boundary_ms, 6),
+                                         "activation_bits": t.activation_bits}
                                      for n, t in self.nodes.items()}},
                           separators=(",", ":"))
 
@@ -77,7 +80,7 @@ class FallbackReport:
     def from_json(cls, text: str) -> "FallbackReport":
         d = json.loads(text)
         nodes = {n: NodeTiming(t["op"], float(t["int8_ms"]), float(t["fp32_ms"]), bool(t["fp32"]),
-                             float(t.get("boundary_ms", 0.0)))
+                             float(t.get("boundary_ms", 0.0)), int(t.get("activation_bits", 8)))
                  for n, t in d["nodes"].items()}
         return cls(int(d["threads"]), int(d["rounds"]), nodes, float(d.get("fp32_total_ms", 0.0)),
                    float(d.get("int8_total_ms", 0.0)))
@@ -152,7 +155,8 @@ def quantize_with_fallback(graph: Graph, quantize: Callable[[list[str]], Graph],
             continue
         i8 = int8_ms.get(node.name, 0.0) + int8_ms.get(f"{node.name}.act", 0.0)
         f = fp32_ms[node.name]
-        report.nodes[node.name] = NodeTiming(node.op, i8, f, False)
+        bits = 16 if q.values[node.outputs[0]].dtype == "i16" else 8
+        report.nodes[node.name] = NodeTiming(node.op, i8, f, False, activation_bits=bits)
         if i8 > f * (1 + margin) and (i8 - f) * 1e3 > min_us:
             slow.append(node.name)
     if slow and rounds >= 1:

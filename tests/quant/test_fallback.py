@@ -128,12 +128,27 @@ def test_no_record_without_a_measurement(tmp_path):
     assert "kept in fp32" not in format_inspect(tmp_path / "q.dsm")
 
 
+def test_int16_layers_are_timed_and_named_as_int16():
+    graph = small_cnn()
+    calls = []
+    q, report = quantize_with_fallback(
+        graph, lambda keep: quantize_graph(graph, calib=CALIB, keep_fp32=keep,
+                                           int16=[n for n in ("conv1", "fc3") if n not in keep]),
+        CALIB[:1], timer=_fake_timer({"fc3": 1.5}, calls), passes=1, progress=False)
+    assert report.keep_fp32 == ["fc3"]
+    assert report.nodes["conv1"].activation_bits == 16 and report.nodes["fc4"].activation_bits == 8
+    assert report.nodes["fc3"].describe() == "fp32 (int16 measured 1.5000 ms > fp32 1.0000 ms)"
+    assert report.nodes["conv1"].describe().startswith("int16 (int16 measured 0.5000 ms")
+    assert report.nodes["fc4"].describe().startswith("int8 (int8 measured")
+
+
 def test_report_json_round_trip():
     r = FallbackReport(2, 1, fp32_total_ms=3.5, int8_total_ms=4.25)
     from deepslim.quant.fallback import NodeTiming
 
     r.nodes["a"] = NodeTiming("qconv2d", 0.25, 0.125, True, 0.0625)
     r.nodes["b"] = NodeTiming("qdense", 0.01, 0.02, False)
+    r.nodes["c"] = NodeTiming("qconv2d", 0.5, 0.25, True, activation_bits=16)
     back = FallbackReport.from_json(r.to_json())
     assert back == r
 
