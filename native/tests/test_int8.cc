@@ -32,12 +32,17 @@ dsw::Attr attr_float(const std::string& k, float v) {
 
 struct QConv {
   int64_t n = 1, c = 3, h = 6, w = 6, o = 4, kh = 3, kw = 3, stride = 1, pad = 1, group = 1, dil = 1;
+  // Asymmetric windows: bottom and right pads and the column stride, when not -1 (else pad, stride).
+  int64_t pad_bottom = -1, pad_right = -1, stride_w = -1;
   float in_scale = 0.05f, out_scale = 0.1f;
   int32_t x_zp = 120, y_zp = 7, act_min = 0, act_max = 255;
   std::vector<int8_t> weight;
   std::vector<int32_t> bias, mult, shift;
-  int64_t oh() const { return (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1; }
-  int64_t ow() const { return (w + 2 * pad - dil * (kw - 1) - 1) / stride + 1; }
+  int64_t pb() const { return pad_bottom < 0 ? pad : pad_bottom; }
+  int64_t pr() const { return pad_right < 0 ? pad : pad_right; }
+  int64_t sw() const { return stride_w < 0 ? stride : stride_w; }
+  int64_t oh() const { return (h + pad + pb() - dil * (kh - 1) - 1) / stride + 1; }
+  int64_t ow() const { return (w + pad + pr() - dil * (kw - 1) - 1) / sw() + 1; }
 };
 
 QConv random_conv(tiny::Rng& rng, QConv q) {
@@ -66,8 +71,8 @@ dsw::File conv_file(const QConv& q, std::vector<dsw::Attr> extra = {}, dsw::Tens
   const uint32_t m = f.add_typed_constant(dsw::typed_tensor("m", 4, {uint64_t(q.o)}, q.mult));
   const uint32_t s = f.add_typed_constant(dsw::typed_tensor("s", 4, {uint64_t(q.o)}, q.shift));
   const uint32_t c = f.add_activation("c", {q.n, q.o, q.oh(), q.ow()}, 3);
-  std::vector<dsw::Attr> attrs = {dsw::attr_ints("strides", {q.stride, q.stride}),
-                                  dsw::attr_ints("pads", {q.pad, q.pad, q.pad, q.pad}),
+  std::vector<dsw::Attr> attrs = {dsw::attr_ints("strides", {q.stride, q.sw()}),
+                                  dsw::attr_ints("pads", {q.pad, q.pad, q.pb(), q.pr()}),
                                   dsw::attr_ints("dilations", {q.dil, q.dil}),
                                   dsw::attr_int("group", q.group), dsw::attr_int("x_zero_point", q.x_zp),
                                   dsw::attr_int("y_zero_point", q.y_zp), dsw::attr_int("act_min", q.act_min),
@@ -108,7 +113,7 @@ std::vector<int64_t> expected_conv_u8(const QConv& q, const std::vector<float>& 
           for (int64_t ci = 0; ci < cg; ++ci)
             for (int64_t ky = 0; ky < q.kh; ++ky)
               for (int64_t kx = 0; kx < q.kw; ++kx) {
-                const int64_t iy = oy * q.stride - q.pad + ky * q.dil, ix = ox * q.stride - q.pad + kx * q.dil;
+                const int64_t iy = oy * q.stride - q.pad + ky * q.dil, ix = ox * q.sw() - q.pad + kx * q.dil;
                 const int64_t c = (o / og) * cg + ci;
                 const int64_t v = (iy < 0 || iy >= q.h || ix < 0 || ix >= q.w) ? q.x_zp
                                                                               : xq[size_t(((b * q.c + c) * q.h + iy) * q.w + ix)];
@@ -209,6 +214,15 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
       // 196 and 49 output pixels: tiles of 7 pixels
       [] { QConv q; q.c = 64; q.o = 36; q.h = 14; q.w = 14; return q; }(),
       [] { QConv q; q.c = 128; q.o = 70; q.h = 7; q.w = 7; return q; }(),
+      // column stride 1 with both side pads: rows of W + max(pad_left, pad_right) (a row's right
+      // pad is the next row's left pad); unequal pads, row stride 2, 1x1 with pads, dilation, the
+      // taps packed (C not a multiple of 4) and the transposed GEMM
+      [] { QConv q; q.c = 8; q.o = 9; q.h = 9; q.w = 10; q.pad_right = 2; q.pad_bottom = 0; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 11; q.h = 11; q.w = 13; q.pad = 2; q.pad_right = 1; q.stride = 2; q.stride_w = 1; return q; }(),
+      [] { QConv q; q.c = 3; q.o = 7; q.h = 7; q.w = 12; q.pad_right = 3; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 12; q.o = 5; q.h = 5; q.w = 6; q.kh = q.kw = 1; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 6; q.h = 10; q.w = 17; q.dil = 2; q.pad = 2; q.pad_right = 1; return q; }(),
+      [] { QConv q; q.c = 64; q.o = 36; q.h = 9; q.w = 8; q.pad_right = 2; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);
@@ -230,6 +244,7 @@ TEST(qconv2d_threads_split_the_same_way_bit_for_bit) {
       [] { QConv q; q.c = 8; q.o = 45; q.h = 5; q.w = 5; return q; }(),
       [] { QConv q; q.c = 8; q.o = 45; q.h = 9; q.w = 9; q.stride = 2; return q; }(),
       [] { QConv q; q.c = 64; q.o = 70; q.h = 12; q.w = 13; return q; }(),
+      [] { QConv q; q.c = 96; q.o = 20; q.h = 30; q.w = 31; q.pad_right = 2; q.stride_w = 1; q.stride = 2; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);

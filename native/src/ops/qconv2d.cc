@@ -200,6 +200,12 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       const int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilations[0], dw = p.dilations[1];
       s->hq = (xd[2] + p.pads[0] + p.pads[2] + sh - 1) / sh;
       s->wq = (xd[3] + p.pads[1] + p.pads[3] + sw - 1) / sw;
+      // Column stride 1: a row's right padding is the next row's left padding (both x_zp), so
+      // the rows need W + max(pad_left, pad_right) columns, not W + both pads: every grid row
+      // computes one dropped column fewer (3x3 pad 1 at 56 columns: 57 instead of 58). A tap
+      // reading past a row's end lands on the next row's (or the next plane's, or the slack's)
+      // first pad_left columns, which hold x_zp in every row.
+      if (sw == 1) s->wq = std::max(ow, xd[3] + std::max(p.pads[1], p.pads[3]));
       s->phase_of.assign(size_t(sh * sw), -1);
       for (int64_t ky = 0; ky < kh; ++ky)
         for (int64_t kx = 0; kx < kw; ++kx) {
@@ -388,8 +394,8 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
   const int64_t m_per = (m_tiles + m_blocks - 1) / m_blocks * g.mr;
   const int64_t staging = g.grid_out ? 0 : ((og + g.mr - 1) / g.mr * g.mr * s.chunk + 63) / 64 * 64;
   for (int64_t b = 0; b < c.n; ++b) {
-    // The slack past the last plane is read by dropped columns only; channels split between
-    // the threads.
+    // The slack past the last plane is read by dropped columns and by the last row's taps past
+    // its end (as x_zp padding); channels split between the threads.
     const int64_t planes_bytes = c.c * s.phases * s.hq * s.wq;
     std::memset(padded + planes_bytes, q.x_zp, size_t(s.padded_bytes - planes_bytes));
     const int64_t image = b * c.c * in_plane;
