@@ -1286,7 +1286,7 @@ TEST(u8_gather_row_and_interleave4_match_a_plain_loop) {
   for (const Level& lv : levels) {
     const ds::QGemmKernels& g = *lv.k->gemm;
     for (int64_t stride = 1; stride <= 3; ++stride)
-      for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 58, 63, 64, 65, 100, 128, 130}) {
+      for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 57, 58, 63, 64, 65, 100, 128, 130}) {
         const std::string where = std::string(lv.name) + " n=" + std::to_string(n) + " stride=" + std::to_string(stride);
         // Each source row ends right after its last read byte.
         std::vector<std::vector<uint8_t>> rows(4, std::vector<uint8_t>(size_t((n - 1) * stride + 1)));
@@ -1300,11 +1300,19 @@ TEST(u8_gather_row_and_interleave4_match_a_plain_loop) {
           CHECK_MSG(got == want, "gather_row differs at " + where);
         }
         if (g.interleave4) {
-          std::vector<uint8_t> want(size_t(4 * n) + 8, 0xCD), got(want);
-          for (int64_t j = 0; j < n; ++j)
-            for (int r = 0; r < 4; ++r) want[size_t(4 * j + r)] = src[r][j * stride];
-          g.interleave4(n, src, stride, got.data());
-          CHECK_MSG(got == want, "interleave4 differs at " + where);
+          // Columns [lo, hi) from the rows (whole, or with padding columns of x_zp on either side).
+          for (int pads = 0; pads < 4; ++pads) {
+            const int64_t lo = pads & 1 ? 1 + int64_t(rng.uniform(0, 2.99f)) : 0;
+            const int64_t hi = pads & 2 ? std::max(lo, n - 1 - int64_t(rng.uniform(0, 2.99f))) : n;
+            const int32_t zp = int32_t(rng.uniform(0, 255.99f));
+            std::vector<uint8_t> want(size_t(4 * n) + 8, 0xCD), got(want);
+            for (int64_t j = 0; j < n; ++j)
+              for (int r = 0; r < 4; ++r)
+                want[size_t(4 * j + r)] = j >= lo && j < hi ? src[r][(j - lo) * stride] : uint8_t(zp);
+            g.interleave4(n, lo, hi, src, stride, zp, got.data());
+            CHECK_MSG(got == want, "interleave4 differs at " + where + " lo=" + std::to_string(lo) + " hi=" +
+                                       std::to_string(hi));
+          }
         }
       }
   }

@@ -169,9 +169,11 @@ struct QGemmKernels {
   void (*pack_x_rows)(int64_t k, int64_t n, const uint8_t* x, const int64_t* row_offsets, void* dst) = nullptr;
   // dst[j] = src[j * stride] for j < n (the columns of a phase plane); null: a plain loop.
   void (*gather_row)(int64_t n, const uint8_t* src, int64_t stride, uint8_t* dst) = nullptr;
-  // dst[4 * j + r] = s[r][j * stride] for j < n, r < 4 (four rows interleaved, the layout that
-  // QGemmParams::x_offsets reads); null: the GEMM does not take x_offsets.
-  void (*interleave4)(int64_t n, const uint8_t* const s[4], int64_t stride, uint8_t* dst) = nullptr;
+  // A padded row of four channels interleaved (the layout that QGemmParams::x_offsets reads):
+  // dst[4 * j + r] = s[r][(j - lo) * stride] for lo <= j < hi, x_zp for the other j < n (r < 4;
+  // 0 <= lo <= hi <= n; s[r] is the input for column lo). Null: the GEMM does not take x_offsets.
+  void (*interleave4)(int64_t n, int64_t lo, int64_t hi, const uint8_t* const s[4], int64_t stride, int32_t x_zp,
+                      uint8_t* dst) = nullptr;
   // The transposed form for few pixels and a deep K (QGemmTParams); null: not available.
   int64_t (*packed_wt_bytes)(int64_t m, int64_t k) = nullptr;
   void (*pack_wt)(int64_t m, int64_t k, const int8_t* w, void* dst) = nullptr;

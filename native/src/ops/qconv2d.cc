@@ -353,29 +353,31 @@ void fill_phases(const State& s, const Conv2dParams& c, RowFn&& row, uint8_t* pl
   }
 }
 
-// fill_phases for State::implicit: channel quads [q0, q1), four channels interleaved.
+// fill_phases for State::implicit: channel quads [q0, q1), four channels interleaved. Every byte
+// of their planes is written once: the padding rows by memset, each other row whole by
+// interleave4 (its padding columns included), so no pass over the planes sets x_zp first.
 void fill_phases4(const State& s, const Conv2dParams& c, int32_t x_zp, const uint8_t* x, uint8_t* planes, int64_t q0,
                   int64_t q1) {
-  const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq;
-  std::memset(planes + q0 * 4 * s.phases * plane, x_zp, size_t((q1 - q0) * 4 * s.phases * plane));
-  for (int64_t a = 0; a < sh; ++a)
-    for (int64_t b = 0; b < sw; ++b) {
-      const int32_t phase = s.phase_of[size_t(a * sw + b)];
-      if (phase < 0) continue;
-      const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
-      const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
-      const int64_t i0 = std::min(s.hq, std::max<int64_t>(0, (c.pad_top - a + sh - 1) / sh));
-      const int64_t i1 = std::max(i0, std::min(s.hq, (c.h + c.pad_top - a + sh - 1) / sh));
-      for (int64_t c4 = q0; c4 < q1; ++c4) {
-        uint8_t* dst = planes + ((c4 * s.phases + phase) * plane + j0) * 4;
+  const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq, row_bytes = s.wq * 4;
+  for (int64_t c4 = q0; c4 < q1; ++c4)
+    for (int64_t a = 0; a < sh; ++a)
+      for (int64_t b = 0; b < sw; ++b) {
+        const int32_t phase = s.phase_of[size_t(a * sw + b)];
+        if (phase < 0) continue;
+        const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
+        const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
+        const int64_t i0 = std::min(s.hq, std::max<int64_t>(0, (c.pad_top - a + sh - 1) / sh));
+        const int64_t i1 = std::max(i0, std::min(s.hq, (c.h + c.pad_top - a + sh - 1) / sh));
+        uint8_t* dst = planes + (c4 * s.phases + phase) * plane * 4;
+        std::memset(dst, x_zp, size_t(i0 * row_bytes));
+        std::memset(dst + i1 * row_bytes, x_zp, size_t((s.hq - i1) * row_bytes));
         const uint8_t* src = x + c4 * 4 * c.h * c.w + sw * j0 + b - c.pad_left;
         for (int64_t i = i0; i < i1; ++i) {
           const uint8_t* in = src + (sh * i + a - c.pad_top) * c.w;
           const uint8_t* rows[4] = {in, in + c.h * c.w, in + 2 * c.h * c.w, in + 3 * c.h * c.w};
-          s.gemm->interleave4(j1 - j0, rows, sw, dst + i * s.wq * 4);
+          s.gemm->interleave4(s.wq, j0, j1, rows, sw, x_zp, dst + i * row_bytes);
         }
       }
-    }
 }
 
 // The path of State::shifted.
