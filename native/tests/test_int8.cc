@@ -223,6 +223,12 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
       [] { QConv q; q.c = 12; q.o = 5; q.h = 5; q.w = 6; q.kh = q.kw = 1; return q; }(),
       [] { QConv q; q.c = 8; q.o = 6; q.h = 10; q.w = 17; q.dil = 2; q.pad = 2; q.pad_right = 1; return q; }(),
       [] { QConv q; q.c = 64; q.o = 36; q.h = 9; q.w = 8; q.pad_right = 2; return q; }(),
+      // rows of 16 or more output pixels: the GEMM's columns are the pixels (row ends inside and
+      // at the edges of vectors), stride 2, dilation
+      [] { QConv q; q.c = 8; q.o = 10; q.h = 7; q.w = 16; return q; }(),
+      [] { QConv q; q.c = 4; q.o = 9; q.h = 9; q.w = 24; q.pad_right = 0; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 12; q.o = 17; q.h = 11; q.w = 41; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 8; q.h = 12; q.w = 35; q.dil = 2; q.pad = 2; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);
@@ -245,6 +251,7 @@ TEST(qconv2d_threads_split_the_same_way_bit_for_bit) {
       [] { QConv q; q.c = 8; q.o = 45; q.h = 9; q.w = 9; q.stride = 2; return q; }(),
       [] { QConv q; q.c = 64; q.o = 70; q.h = 12; q.w = 13; return q; }(),
       [] { QConv q; q.c = 96; q.o = 20; q.h = 30; q.w = 31; q.pad_right = 2; q.stride_w = 1; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 64; q.o = 24; q.h = 33; q.w = 56; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);
@@ -302,6 +309,7 @@ TEST(qconv2d_fused_qadd_is_bit_identical_to_the_two_nodes) {
       // channel quads in place with tiles across grid rows, and 12 rows (a partial row tile)
       [] { QConv q; q.c = 16; q.o = 16; q.h = 20; q.w = 23; q.act_min = 9; return q; }(),
       [] { QConv q; q.c = 12; q.o = 12; q.h = 5; q.w = 37; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 8; q.h = 9; q.w = 56; return q; }(),
   };
   int shape_index = 0;
   for (const QConv& shape : shapes) {
@@ -781,6 +789,77 @@ TEST(qs8_gemm_matches_the_formula_at_tile_edges) {
             return;
           }
         }
+  }
+}
+
+// QGemmParams::pixel_cols: the columns are output pixels t, read in place (x_offsets) at their
+// grid position t + (t / out_w) * (grid_w - out_w) and stored at y[i * stride + t]; vectors that
+// meet a row's end at every lane, partial last tiles, a qadd in the epilogue.
+TEST(qs8_gemm_pixel_columns_match_the_formula) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(31);
+  for (const Level& lv : levels) {
+    const ds::QGemmKernels& g = *lv.k->gemm;
+    if (!g.pixel_cols) continue;
+    for (int rep = 0; rep < 60; ++rep) {
+      const int64_t m = 1 + int64_t(rng.uniform(0, 19.99f)), groups = 1 + int64_t(rng.uniform(0, 12.99f)), k = 4 * groups;
+      const int64_t out_w = 16 + int64_t(rng.uniform(0, 50.99f)), grid_w = out_w + int64_t(rng.uniform(0, 3.99f));
+      const int64_t grid0 = int64_t(rng.uniform(0, float(3 * out_w))), n = 1 + int64_t(rng.uniform(0, 140.99f));
+      const int64_t end = grid0 + n, positions = end + (end / out_w + 1) * (grid_w - out_w) + 64;
+      // Each depth group its own run of [position][4] bytes.
+      std::vector<int64_t> xoff;
+      for (int64_t q = 0; q < groups; ++q) xoff.push_back(q * positions * 4);
+      std::vector<uint8_t> x(size_t(groups * positions * 4 + 64));
+      for (auto& v : x) v = uint8_t(rng.uniform(0, 255.99f));
+      std::vector<int8_t> w(size_t(m * k));
+      for (auto& v : w) v = int8_t(int(rng.uniform(0, 255.99f)) - 128);
+      std::vector<int32_t> bias(static_cast<size_t>(m)), mult(static_cast<size_t>(m)), shift(static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) {
+        bias[size_t(i)] = int32_t(rng.uniform(-1e5f, 1e5f));
+        mult[size_t(i)] = int32_t(rng.uniform(0, 2147483520.0f));
+        shift[size_t(i)] = rand_shift(rng);
+      }
+      std::vector<uint8_t> pw(size_t(g.packed_w_bytes(m, k)));
+      g.pack_w(m, k, w.data(), pw.data());
+      const int64_t stride = end + 3;
+      std::vector<uint8_t> y(size_t(m * stride), 0xAB), want = y, residual(y.size());
+      for (auto& v : residual) v = uint8_t(rng.uniform(0, 255.99f));
+      ds::QGemmParams p;
+      p.m = m, p.n = n, p.k = k, p.w = pw.data(), p.x = x.data(), p.x_offsets = xoff.data();
+      p.y = y.data(), p.y_row_stride = stride, p.ch = {bias.data(), mult.data(), shift.data()};
+      p.out = {int32_t(rng.uniform(0, 255.99f)), 0, 255};
+      p.grid_w = grid_w, p.out_w = out_w, p.grid0 = grid0, p.pixel_cols = true;
+      const bool with_add = g.fused_add && rep % 2 == 1;
+      ds::QAddParams qa{int32_t(rng.uniform(0, 255)), int32_t(rng.uniform(0, 255)), int64_t(rng.uniform(0, 2147483520.0f)),
+                        int64_t(rng.uniform(0, 2147483520.0f)), int32_t(rng.uniform(-2, 3)), {int32_t(rng.uniform(0, 255)), 0, 255}};
+      if (with_add) {
+        CHECK(ds::qu8_qadd_split(qa, p.add));
+        p.residual = residual.data(), p.add_out = qa.out;
+      }
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t t = grid0; t < end; ++t) {
+          const int64_t q = t + t / out_w * (grid_w - out_w);
+          int64_t acc = bias[size_t(i)];
+          for (int64_t kk = 0; kk < k; ++kk)
+            acc += int64_t(w[size_t(i * k + kk)]) * x[size_t(xoff[size_t(kk / 4)] + 4 * q + kk % 4)];
+          int64_t v = ds::qu8_clamp(p.out.y_zp + ds::qu8_requant(acc, mult[size_t(i)], shift[size_t(i)]), 0, 255);
+          if (with_add) {
+            const int64_t sum = (v - qa.a_zp) * qa.a_mult + (int64_t(residual[size_t(i * stride + t)]) - qa.b_zp) * qa.b_mult;
+            v = ds::qu8_clamp(qa.out.y_zp + ds::qu8_round_shift(sum, 31 + qa.shift), 0, 255);
+          }
+          want[size_t(i * stride + t)] = uint8_t(v);
+        }
+      g.gemm(p);
+      if (y != want) {
+        harness::record_failure(__FILE__, __LINE__, std::string(lv.name) + " pixel-column gemm differs at m=" +
+                                                        std::to_string(m) + " n=" + std::to_string(n) + " k=" +
+                                                        std::to_string(k) + " out_w=" + std::to_string(out_w) +
+                                                        " grid_w=" + std::to_string(grid_w) + " grid0=" +
+                                                        std::to_string(grid0));
+        return;
+      }
+    }
   }
 }
 

@@ -141,6 +141,11 @@ struct QGemmParams {
   // stored at y[i * y_row_stride + q - (q / grid_w) * (grid_w - out_w)] when q % grid_w < out_w,
   // dropped otherwise (the columns a convolution computes past its output rows, State::shifted).
   int64_t grid_w = 0, out_w = 0, grid0 = 0;
+  // With grid_w and x_offsets, and out_w >= 16 (levels with QGemmKernels::pixel_cols): column j
+  // is output pixel t = grid0 + j instead, read at its grid position q = t + (t / out_w) *
+  // (grid_w - out_w) (x_offsets[g] + 4 * q from x) and stored at y[i * y_row_stride + t], so
+  // no column is computed and dropped.
+  bool pixel_cols = false;
   // Non-null (levels with QGemmKernels::fused_add): a qadd runs in the epilogue, on the clamped u8
   // result c as its operand a and the residual byte r at y's offset from `residual` as b,
   //   y = clamp(qu8_qadd_split_eval(add, c, r), add_out.act_min, add_out.act_max)
@@ -180,6 +185,7 @@ struct QGemmKernels {
   void (*gemm_t)(const struct QGemmTParams& p) = nullptr;
   bool grid_out = false;  // gemm takes QGemmParams::grid_w
   bool fused_add = false;  // gemm takes QGemmParams::residual
+  bool pixel_cols = false;  // gemm takes QGemmParams::pixel_cols
 };
 
 // Output channels in the vector lanes (panels of 32, weights packed [panel][k/4][32][4]) and

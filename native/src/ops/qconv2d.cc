@@ -389,8 +389,11 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
   const int64_t group_planes = cg * s.phases * s.hq * s.wq, in_plane = c.h * c.w, pixels = c.oh * c.ow;
-  const int64_t grid = (c.oh - 1) * s.wq + c.ow;
-  const int64_t col_tasks = (grid + s.chunk - 1) / s.chunk;
+  // Channel quads read in place with rows of 16 or more pixels: the GEMM's columns are the output
+  // pixels themselves (QGemmParams::pixel_cols), none computed and dropped; else the grid.
+  const bool by_pixel = s.implicit && g.grid_out && g.pixel_cols && c.ow >= 16;
+  const int64_t grid = (c.oh - 1) * s.wq + c.ow, columns = by_pixel ? pixels : grid;
+  const int64_t col_tasks = (columns + s.chunk - 1) / s.chunk;
   const int64_t m_tiles = (og + g.mr - 1) / g.mr;
   const int64_t m_blocks = std::min<int64_t>(m_tiles, std::max<int64_t>(1, (threads + col_tasks - 1) / col_tasks));
   const int64_t m_per = (m_tiles + m_blocks - 1) / m_blocks * g.mr;
@@ -457,15 +460,16 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
       const uint8_t* wg = s.packed_w.data() + gi * s.group_bytes;
       parallel(pool, col_tasks * m_blocks, [&](int64_t t, int thread) {
         const int64_t col = t / m_blocks, mb = t % m_blocks;
-        const int64_t p0 = col * s.chunk, p1 = std::min(grid, p0 + s.chunk);
+        const int64_t p0 = col * s.chunk, p1 = std::min(columns, p0 + s.chunk);
         const int64_t m0 = mb * m_per, m1 = std::min(og, m0 + m_per);
         if (m0 >= m1) return;
         uint8_t* out = ws + thread * s.ws_bytes;
         uint8_t* packed = out + staging;
         QGemmParams gp;
         if (s.implicit) {
-          gp.x = xg + p0 * 4;
+          gp.x = by_pixel ? xg : xg + p0 * 4;
           gp.x_offsets = s.x_offsets.data();
+          gp.pixel_cols = by_pixel;
         } else {
           g.pack_x_rows(k, p1 - p0, xg + p0, s.row_offsets.data(), packed);
           gp.x = packed;
@@ -481,7 +485,7 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
           const bool added = fuse && fuse->into(gp);
           g.gemm(gp);
           if (fuse && !added) {  // the block's output pixels, contiguous in each channel
-            auto out_pixel = [&](int64_t grid) { return grid / s.wq * c.ow + std::min(grid % s.wq, c.ow); };
+            auto out_pixel = [&](int64_t q) { return by_pixel ? q : q / s.wq * c.ow + std::min(q % s.wq, c.ow); };
             const int64_t o0 = out_pixel(p0), o1 = out_pixel(p1);
             for (int64_t i = m0; i < m1; ++i) (*fuse)(yg + i * pixels + o0, yg + i * pixels + o0, o1 - o0);
           }

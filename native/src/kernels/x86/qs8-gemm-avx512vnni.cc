@@ -480,8 +480,8 @@ struct TileStores {
   __mmask32 mask[kMax];
   TileStores(const QGemmParams& p, int64_t j0, int64_t cols) {
     const __mmask32 all = cols >= 32 ? ~__mmask32(0) : (__mmask32(1) << cols) - 1;
-    if (p.grid_w == 0) {
-      count = 1, offset[0] = j0, mask[0] = all;
+    if (p.grid_w == 0 || p.pixel_cols) {
+      count = 1, offset[0] = p.pixel_cols ? p.grid0 + j0 : j0, mask[0] = all;
       return;
     }
     const int64_t q0 = p.grid0 + j0, q1 = q0 + cols;
@@ -493,6 +493,31 @@ struct TileStores {
       mask[count++] = valid;
     }
   }
+};
+
+// Where the two 16-column vectors of a tile are read, in bytes from a depth group's start
+// (QGemmParams::x_offsets): at offset[v], and with pixel_cols, when the vector's pixels reach
+// into the next output row, its lanes in split[v] from split_offset[v] (the next grid row: the
+// same lanes moved by the grid_w - out_w dropped columns). A vector meets at most one row end
+// (out_w >= 16).
+struct TileLoads {
+  int64_t offset[2], split_offset[2];
+  __mmask16 split[2] = {0, 0};
+  TileLoads(const QGemmParams& p, int64_t j0) {
+    for (int v = 0; v < 2; ++v) {
+      const int64_t first = j0 + 16 * v;
+      if (!p.pixel_cols) {
+        offset[v] = first * kKr, split_offset[v] = offset[v];
+        continue;
+      }
+      const int64_t t = p.grid0 + first, row = t / p.out_w, skip = p.grid_w - p.out_w;
+      offset[v] = (t + row * skip) * kKr;
+      split_offset[v] = offset[v] + skip * kKr;
+      const int64_t left = p.out_w - t % p.out_w;  // lanes before the row's end
+      if (left < 16) split[v] = __mmask16(~((1u << left) - 1));
+    }
+  }
+  bool any_split() const { return (split[0] | split[1]) != 0; }
 };
 
 // Rows [i0, i0 + rows) x columns [j0, j0 + cols) from packed panels wp (8 rows) and xp (32
@@ -518,9 +543,9 @@ inline __m512i add_lanes(__m512i acc, __m128i residual, const RequantRange& rang
   return lanes(_mm512_or_si512(c, _mm512_slli_epi32(_mm512_cvtepu8_epi32(residual), 16)));
 }
 
-template <bool kOffsets, bool kAdd>
+template <bool kOffsets, bool kAdd, bool kSplit = false>
 inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, const uint8_t* xp,
-                      const int64_t* xoff, int64_t i0, int64_t rows, const TileStores& st,
+                      const int64_t* xoff, const TileLoads& ld, int64_t i0, int64_t rows, const TileStores& st,
                       const RequantChannel* rc, const RequantRange& range, const EpilogueAdd* add) {
   // Accumulators start at the bias (rows past m: 0). Every index is a constant after unrolling,
   // so they stay in registers.
@@ -529,8 +554,12 @@ inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, c
   for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_set1_epi32(r < rows ? p.ch.bias[i0 + r] : 0);
   for (int64_t g = 0; g < g_count; ++g) {
     const uint8_t* xg = kOffsets ? xp + xoff[g] : xp + g * kNr * kKr;
-    const __m512i x0 = _mm512_loadu_si512(xg);
-    const __m512i x1 = _mm512_loadu_si512(xg + 64);
+    __m512i x0 = _mm512_loadu_si512(kOffsets ? xg + ld.offset[0] : xg);
+    __m512i x1 = _mm512_loadu_si512(kOffsets ? xg + ld.offset[1] : xg + 64);
+    if constexpr (kSplit) {  // the lanes past a row's end from the next grid row
+      x0 = _mm512_mask_loadu_epi32(x0, ld.split[0], xg + ld.split_offset[0]);
+      x1 = _mm512_mask_loadu_epi32(x1, ld.split[1], xg + ld.split_offset[1]);
+    }
     const packed_i32* wg = reinterpret_cast<const packed_i32*>(wp + g * kMr * kKr);
 #pragma GCC unroll 8
     for (int r = 0; r < kMr; ++r) {
@@ -592,15 +621,20 @@ void gemm(const QGemmParams& p) {
       const TileStores st(p, j0, std::min<int64_t>(kNr, p.n - j0));
       if (st.count == 0) continue;  // dropped columns only
       const bool offsets = p.x_offsets != nullptr;
-      const uint8_t* xp = offsets ? xbase + j0 * kKr : xbase + (j0 / kNr) * kNr * g_count * kKr;
+      const uint8_t* xp = offsets ? xbase : xbase + (j0 / kNr) * kNr * g_count * kKr;
+      const TileLoads ld(p, j0);
+      const bool split = ld.any_split();
       for (int64_t i0 = b0; i0 < b1; i0 += kMr) {
         const int8_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
         const int64_t rows = std::min<int64_t>(kMr, p.m - i0);
         const RequantChannel* rci = rc + (i0 - b0);
-        if (offsets && add) gemm_tile<true, true>(p, g_count, wp, xp, p.x_offsets, i0, rows, st, rci, range, add);
-        else if (offsets) gemm_tile<true, false>(p, g_count, wp, xp, p.x_offsets, i0, rows, st, rci, range, nullptr);
-        else if (add) gemm_tile<false, true>(p, g_count, wp, xp, nullptr, i0, rows, st, rci, range, add);
-        else gemm_tile<false, false>(p, g_count, wp, xp, nullptr, i0, rows, st, rci, range, nullptr);
+        const int64_t* xoff = p.x_offsets;
+        if (split && add) gemm_tile<true, true, true>(p, g_count, wp, xp, xoff, ld, i0, rows, st, rci, range, add);
+        else if (split) gemm_tile<true, false, true>(p, g_count, wp, xp, xoff, ld, i0, rows, st, rci, range, nullptr);
+        else if (offsets && add) gemm_tile<true, true>(p, g_count, wp, xp, xoff, ld, i0, rows, st, rci, range, add);
+        else if (offsets) gemm_tile<true, false>(p, g_count, wp, xp, xoff, ld, i0, rows, st, rci, range, nullptr);
+        else if (add) gemm_tile<false, true>(p, g_count, wp, xp, nullptr, ld, i0, rows, st, rci, range, add);
+        else gemm_tile<false, false>(p, g_count, wp, xp, nullptr, ld, i0, rows, st, rci, range, nullptr);
       }
     }
   }
@@ -649,7 +683,7 @@ namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm,
-    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t, true, true};
+    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t, true, true, true};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
