@@ -87,7 +87,8 @@ struct State {
   // (ky, kx) of channel c is the byte at q + row_offsets[(c, ky, kx)]: packed in place, no
   // im2col. Phase (a, b) of a channel holds the padded input's rows a, a + stride_h, ... and
   // columns b, b + stride_w, ... (hq x wq); with stride 1 there is one phase, the padded plane.
-  // Grid columns ox >= ow are computed and dropped when copying out.
+  // Grid columns ox >= ow are computed and dropped when copying out (not with pixel columns,
+  // below).
   bool shifted = false;
   int64_t hq = 0, wq = 0, phases = 0;  // phase plane size; phases used per channel
   std::vector<int32_t> phase_of;       // per (a, b): its index among the used phases, or -1
@@ -95,7 +96,8 @@ struct State {
   // Shifted with C/group a multiple of 4 on levels with interleave4: the phase planes hold four
   // channels interleaved ([quad][phase][pixel][4]) and the GEMM reads them in place through
   // x_offsets (one per depth group: a channel quad at one tap), no packing; the weights' depth is
-  // ordered (quad, tap, channel in quad) to match.
+  // ordered (quad, tap, channel in quad) to match. With rows of >= 16 output pixels the GEMM's
+  // columns are the output pixels (QGemmParams::pixel_cols), none computed and dropped.
   bool implicit = false;
   std::vector<int64_t> x_offsets;
   // Implicit with few output pixels and a deep K (ResNet's 14x14 and 7x7 layers): the transposed
