@@ -91,6 +91,8 @@ double process_cpu_ms() {
   return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
 }
 
+float* align64(float* p) { return p + (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16; }
+
 // The prepared conv2d op (k x k, bias, relu) as the session runs it; ms per call. winograd: -1
 // leaves DS_CONV_WINOGRAD as it is.
 double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int64_t stride, int64_t pad,
@@ -113,9 +115,13 @@ double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int
   if (winograd >= 0) unsetenv("DS_CONV_WINOGRAD");
   const std::vector<const ds::Shape*> in_shapes = {&xs, &ws, &bs};
   std::vector<float> workspace(size_t(ds::kConv2dOp.workspace_floats(p, state.get(), in_shapes, os, threads) + 16));
-  float* ws_aligned = workspace.data() + (16 - (reinterpret_cast<uintptr_t>(workspace.data()) / 4) % 16) % 16;
-  const std::vector<ds::OpInput> in = {{x.data(), &xs}, {w.data(), &ws}, {b.data(), &bs}};
-  std::vector<float> y(size_t(o * oh * ow));
+  float* ws_aligned = align64(workspace.data());
+  // Input and output 64-byte aligned, as the session's activation arena places them.
+  std::vector<float> x_buf(x.size() + 16), y(size_t(o * oh * ow) + 16);
+  float* const xa = align64(x_buf.data());
+  float* const ya = align64(y.data());
+  std::copy(x.begin(), x.end(), xa);
+  const std::vector<ds::OpInput> in = {{xa, &xs}, {w.data(), &ws}, {b.data(), &bs}};
   const ds::RunContext ctx{state.get(), pool, ws_aligned};
   if (cold) {
     // Caches flushed before every call (64 MB written), as for the weights of a large network;
@@ -125,7 +131,7 @@ double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int
     for (int i = 0; i < 50; ++i) {
       for (size_t j = 0; j < flush.size(); j += 16) flush[j] += 1.0f;
       const auto start = std::chrono::steady_clock::now();
-      ds::kConv2dOp.run_prepared(p, ctx, in, y.data(), os, k);
+      ds::kConv2dOp.run_prepared(p, ctx, in, ya, os, k);
       ms.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3);
     }
     std::sort(ms.begin(), ms.end());
@@ -140,9 +146,9 @@ double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int
     float sink = 0.0f;
     for (int i = 0; i < 200; ++i) {
       for (size_t j = 0; j < other.size(); j += 16) sink += other[j];
-      for (size_t j = 0; j < x.size(); j += 16) sink += x[j];
+      for (size_t j = 0; j < x.size(); j += 16) sink += xa[j];
       const auto start = std::chrono::steady_clock::now();
-      ds::kConv2dOp.run_prepared(p, ctx, in, y.data(), os, k);
+      ds::kConv2dOp.run_prepared(p, ctx, in, ya, os, k);
       ms.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3);
     }
     if (sink == 1.2345f) std::printf(" ");
@@ -159,7 +165,7 @@ double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int
     while (ms.size() < 200 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 10) {
       const double c0 = process_cpu_ms();
       const auto t0 = std::chrono::steady_clock::now();
-      ds::kConv2dOp.run_prepared(p, ctx, in, y.data(), os, k);
+      ds::kConv2dOp.run_prepared(p, ctx, in, ya, os, k);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3;
       if (process_cpu_ms() - c0 >= 0.95 * threads * wall) ms.push_back(wall);
     }
@@ -174,13 +180,13 @@ double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int
     const auto start = std::chrono::steady_clock::now();
     while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.5 || ms.size() < 20) {
       const auto t0 = std::chrono::steady_clock::now();
-      ds::kConv2dOp.run_prepared(p, ctx, in, y.data(), os, k);
+      ds::kConv2dOp.run_prepared(p, ctx, in, ya, os, k);
       ms.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3);
     }
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 10];
   }
-  return time_per_call([&] { ds::kConv2dOp.run_prepared(p, ctx, in, y.data(), os, k); }) * 1e3;
+  return time_per_call([&] { ds::kConv2dOp.run_prepared(p, ctx, in, ya, os, k); }) * 1e3;
 }
 
 void bench_winograd() {

@@ -7,6 +7,8 @@
 #include <utility>
 
 #define DS_ALWAYS_INLINE __attribute__((always_inline)) inline
+// For a lambda that must be inlined into its caller: [&](auto i) DS_ALWAYS_INLINE_LAMBDA { ... }.
+#define DS_ALWAYS_INLINE_LAMBDA __attribute__((always_inline))
 
 namespace ds {
 
