@@ -216,6 +216,9 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       {1, 8, 20, 22, 6, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 7},
       {1, 16, 41, 41, 13, 6, 6, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, 1},
       {1, 1, 88, 88, 16, 7, 7, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},    // FaceNet conv1
+      // Stride 1 without padding: the input read in place (dilation, 2 groups of 5, odd m).
+      {1, 6, 23, 21, 10, 3, 3, 1, 1, 2, 1, 2, {0, 0, 0, 0}, true, 1},
+      {2, 5, 18, 17, 7, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, 0},
   };
   int i = 0;
   for (const Conv& p : cases) check_conv(p, rng, "case " + std::to_string(i++));

@@ -1251,14 +1251,20 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     const bool implicit = implicit_rows(g, c, s->m, s->k), wrap = implicit && c.ow >= kRowsMinWidth;
     const Phases ph = column_phases(c, wrap);
     float* phases = wsb;
+    // At stride 1 without padding the one phase is the input itself: the wrapping GEMM reads it
+    // in place (it reads only the windows' columns), without the copy and its job.
+    const bool in_place = wrap && ph.sh == 1 && ph.s == 1 && c.pad_top == 0 && c.pad_left == 0 && ph.hp == c.h &&
+                          ph.wq == c.w;
     const int64_t units = c.c * ph.sh, per_unit = items_per_piece(units, nth);
-    parallel(tp, ceil_div(units, per_unit), work_or_inline(c.c * ph.floats(), kMinParallelCopyFloats), [&](int64_t task, int) {
-      build_phases(c, ph, xb, task * per_unit, std::min(units, (task + 1) * per_unit), phases);
-    });
+    if (!in_place)
+      parallel(tp, ceil_div(units, per_unit), work_or_inline(c.c * ph.floats(), kMinParallelCopyFloats), [&](int64_t task, int) {
+        build_phases(c, ph, xb, task * per_unit, std::min(units, (task + 1) * per_unit), phases);
+      });
     if (wrap) {
       // The GEMM's columns are the output pixels, wrapping at the end of each output row over the
       // phases' wq - ow extra columns: it writes the NCHW output with its epilogue directly.
       int64_t* offs = reinterpret_cast<int64_t*>(phases + round16(c.c * ph.floats()));
+      const float* planes = in_place ? xb : phases;
       for (int64_t ci = 0, d = 0; ci < cg; ++ci)
         for (int64_t ky = 0; ky < c.kh; ++ky)
           for (int64_t kx = 0; kx < c.kw; ++kx, ++d) {
@@ -1272,7 +1278,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
           int64_t j0, j1, m0, m1;
           sp.ranges(g, task, n, s->m, j0, j1, m0, m1);
           GemmParams t = gemm_slice(gp, g.mr, g.nr, m0, m1, j0, j1);
-          t.b.data = phases + gi * cg * ph.floats();
+          t.b.data = planes + gi * cg * ph.floats();
           GemmRowsB rows;
           rows.offsets = offs;
           rows.width = c.ow;
