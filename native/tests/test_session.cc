@@ -140,6 +140,32 @@ TEST(image_pass_matches_the_batch) {
   }
 }
 
+// Unforced, the image pass runs where the batch's tensors pass 1 MB and the weights stay under
+// 2 MB: a 16 -> 16 3x3 conv at batch 20 (1.3 MB out) takes it, at batch 8 (0.5 MB) not; a
+// 256 -> 256 3x3 conv (2.4 MB of weights) never.
+TEST(image_pass_rule) {
+  tiny::Rng rng(46);
+  for (const int64_t c : {16, 256}) {
+    dsw::File f;
+    const int64_t hw = c == 16 ? 32 : 8;
+    const uint32_t x = f.add_value("x", {-1, c, hw, hw});
+    f.inputs = {x};
+    const uint32_t w = f.add_constant(dsw::dense_tensor("w", {uint64_t(c), uint64_t(c), 3, 3},
+                                                        opt::random_vec(rng, size_t(c * c * 9), -0.1f, 0.1f)));
+    const uint32_t y = f.add_value("y", {1, c, hw, hw});
+    f.outputs = {y};
+    f.add_node(1, "conv", {x, w}, y, {dsw::attr_ints("pads", {1, 1, 1, 1}), dsw::attr_int("activation", 1)});
+    const dsw::Bytes bytes = dsw::serialize(f);
+    std::unique_ptr<ds::Model> model = ds::load_model(bytes.data(), bytes.size());
+    ds::Session session(*model, 1);
+    for (const int64_t n : {8, 20, 40}) {
+      const std::vector<float> xv(size_t(n * c * hw * hw), 0.5f);
+      session.set_input(0, xv.data(), {n, c, hw, hw});
+      CHECK(session.image_pass_nodes() == (c == 16 && n * c * hw * hw * 4 >= (1 << 20) ? 1u : 0u));
+    }
+  }
+}
+
 TEST(shufflenet_unit_through_a_session) {
   // x (N,8,5,5) -> slice channels [0,4) = a and [4,8) = b -> b' = conv1x1(b) relu6 ->
   // concat(a, b') on axis 1 -> channel_shuffle(2) = y.

@@ -408,6 +408,10 @@ bool image_op(uint16_t id) {
 // The image pass pays where the batch's tensors no longer stay in the caches: the nodes it runs
 // write at least this many bytes per batch (FaceNet-1M at batch 64: 48 MB; per image 0.75 MB).
 constexpr size_t kImagePassMinBytes = 1 << 20;
+// ... and while the weights it reads for every image stay in L2 / L3 between images (FaceNet-1M's
+// convs: 0.58 MB); larger ones (ResNet-18: 45 MB) would stream from memory once per image instead
+// of once per batch, so the pass stops before the node that would pass this.
+constexpr size_t kImagePassMaxWeightBytes = 2 << 20;
 
 size_t Session::plan_image_pass(const std::vector<Shape>& shapes, const std::vector<ConcatSlice>& slices) {
   image_nodes_ = 0;
@@ -415,6 +419,7 @@ size_t Session::plan_image_pass(const std::vector<Shape>& shapes, const std::vec
   image_outs_.clear();
   const char* force = std::getenv("DS_SESSION_IMAGES");
   if (force && force[0] == '0') return 0;
+  const bool forced = force && force[0] == '1';
   const int64_t batch = input_shapes_[0].empty() ? 0 : input_shapes_[0][0];
   if (batch < 2 || batch < threads_) return 0;
   for (const Shape& s : input_shapes_)
@@ -424,11 +429,14 @@ size_t Session::plan_image_pass(const std::vector<Shape>& shapes, const std::vec
   // The longest run of first nodes that each read only their own image: constants other than an
   // elementwise op's operands are weights, and those operands broadcast along the batch.
   const size_t node_count = model_.nodes.size();
-  size_t end = 0, bytes = 0;
+  size_t end = 0, bytes = 0, weights = 0;
   bool conv = false;
   for (; end < node_count; ++end) {
-    if (skipped_[end]) continue;
     const Node& node = model_.nodes[end];
+    for (uint32_t id : node.inputs)  // a skipped node's too: a fused producer's weights
+      if (id != kAbsentInput && model_.values[id].tensor_index >= 0) weights += value_bytes(model_, shapes, id);
+    if (weights > kImagePassMaxWeightBytes && !forced) break;
+    if (skipped_[end]) continue;
     const Shape& out = shapes[written_value(end)];
     bool ok = image_op(node.op->id) && !out.empty() && out[0] == batch;
     for (size_t k = 0; ok && k < node.inputs.size(); ++k) {
@@ -444,7 +452,6 @@ size_t Session::plan_image_pass(const std::vector<Shape>& shapes, const std::vec
     conv = conv || node.op->id == 1;
     bytes += value_bytes(model_, shapes, written_value(end));
   }
-  const bool forced = force && force[0] == '1';
   if (end == 0 || (!forced && (!conv || bytes < kImagePassMinBytes))) return 0;
   std::vector<Shape> one = input_shapes_;
   for (Shape& s : one) s[0] = 1;
