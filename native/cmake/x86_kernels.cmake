@@ -30,6 +30,7 @@ set(DEEPSLIM_X86_AVX512_SOURCES
   src/kernels/x86/f32-activation-avx512.cc
   src/kernels/x86/f32-gemv-avx512.cc
   src/kernels/x86/f32-gavgpool-avx512.cc
+  src/kernels/x86/f32-softmax-avx512.cc
   src/kernels/x86/f32-dwconv3x3-avx512.cc
   src/kernels/x86/f32-winograd-avx512.cc
   src/kernels/x86/f32-maxpool2d-avx512.cc
