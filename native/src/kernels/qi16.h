@@ -53,19 +53,29 @@ void ds_q16_quantize__scalar(int64_t n, float scale, const float* x, int16_t* y)
 // dequantize from i16: y = q * scale.
 void ds_q16_dequantize__scalar(int64_t n, float scale, const int16_t* x, float* y);
 
-// ---- the i16-input GEMM of qconv2d/qdense (kernels/x86/q16-gemm-avx512.cc) ----
+// ---- the i16-input GEMM of qconv2d/qdense (kernels/x86/q16-gemm-*.cc) ----
 // The depth K is taken in pairs; A row r holds pair kk at a[r][2kk], a[r][2kk + 1] (i8 weights
 // widened to int16, or i16 activations; any alignment); B is a
 // panel of kQ16Nr columns packed [k2][kQ16Nr][2] int16 (zero past K and past the last column).
 // gemm: acc[r * kQ16Nr + j] = sum over pairs kk < k2 of A row r . B column j, exactly in int64, for rows
-// r < rows <= kQ16Mr. vpmaddwd gives each int32 lane one pair sum |x * w + x' * w'| <= 2^23 per
-// step; the lanes are added into int64 every kQ16Flush steps (128 * 2^23 = 2^30 < 2^31).
-constexpr int kQ16Nr = 32, kQ16Mr = 8, kQ16Flush = 128;
+// r < rows <= kQ16Mr. vpmaddwd gives each int32 lane one pair sum |x * w + x' * w'| <= 2 * 32768 * 128
+// = 2^23 per step; the lanes are added into int64 every kQ16Flush steps, the most that cannot
+// wrap: 255 * 2^23 = 2^31 - 2^23 (256 would reach 2^31 with every x -32768 and every w -128).
+constexpr int kQ16Nr = 32, kQ16Mr = 8, kQ16Flush = 255;
 struct Q16Kernels {
   const char* isa;
   void (*gemm)(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int64_t* acc);
+  // A B panel from k rows read in place: depth t is the row at x + offsets[t], columns [0, n)
+  // (n <= kQ16Nr, nothing read past n; zero past n and past k).
+  void (*pack_rows)(int64_t k, const int16_t* x, const int64_t* offsets, int64_t n, int16_t* dst);
+  // The epilogue of a conv tile (channel params per row): y[r * y_stride + j] =
+  // q16_output(ch.bias[r] + acc[r * kQ16Nr + j]) with ch.multiplier[r], ch.shift[r], for r < rows, j < n.
+  void (*store_u8)(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, const QuantOut& out, uint8_t* y,
+                   int64_t y_stride);
+  void (*store_i16)(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, const QuantOut& out, int16_t* y,
+                    int64_t y_stride);
 };
-extern const Q16Kernels ds_q16_kernels__avx512;
+extern const Q16Kernels ds_q16_kernels__avx2, ds_q16_kernels__avx512, ds_q16_kernels__avx512vnni;
 
 // The epilogue of an i16-input accumulator (bias included) for output channel o.
 template <typename Y>

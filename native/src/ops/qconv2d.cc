@@ -72,6 +72,8 @@ struct State {
   std::vector<int16_t> w16;            // weights widened, rows of 2 * k2 (K padded with 0 to even)
   int64_t k2 = 0;                      // and hq x wq: the input planes padded with zeros
   Shape q16_input;                     // the (C, H, W) the workspace was sized for
+  bool q16_grid = false;               // stride 1: B panels packed from the padded planes in place
+  std::vector<int64_t> q16_offsets;    // per depth row (c, ky, kx) of a group: its tap's offset
   const QGemmKernels* gemm = nullptr;  // GEMM path
   QDwConvKernel dw = nullptr;          // depthwise path
   // Depthwise with per-channel constants packed once (QKernels::dwconv_packed), when the level has
@@ -134,11 +136,24 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       s->w16.assign(size_t(o * 2 * s->k2), 0);
       for (int64_t j = 0; j < o; ++j)
         for (int64_t t = 0; t < k; ++t) s->w16[size_t(j * 2 * s->k2 + t)] = w[j * k + t];
-      // The input padded with zeros (one image), then per thread: the B panel and the int64 block.
+      // Stride 1: the GEMM runs over the grid q = oy * wq + ox of the input padded with zeros
+      // (hq x wq planes; the input itself when there is no padding), whose tap (c, ky, kx) is at
+      // q + q16_offsets[(c, ky, kx)], so a B panel is packed from rows read in place; the grid
+      // columns ox >= ow are computed and not stored. Other strides: an im2col panel of 32
+      // output pixels gathered one by one.
       const Shape& xd = *in[0].dims;
+      const int64_t kh = wd[2], kw = wd[3];
       s->hq = xd[2] + p.pads[0] + p.pads[2], s->wq = xd[3] + p.pads[1] + p.pads[3];
       s->q16_input = {xd[1], xd[2], xd[3]};
-      s->padded_bytes = xd[1] * s->hq * s->wq * 2;
+      s->q16_grid = p.strides[0] == 1 && p.strides[1] == 1;
+      const bool padded = s->hq != xd[2] || s->wq != xd[3];
+      s->padded_bytes = s->q16_grid && !padded ? 0 : xd[1] * s->hq * s->wq * 2;
+      if (s->q16_grid)
+        for (int64_t ci = 0; ci < wd[1]; ++ci)
+          for (int64_t ky = 0; ky < kh; ++ky)
+            for (int64_t kx = 0; kx < kw; ++kx)
+              s->q16_offsets.push_back(ci * s->hq * s->wq + ky * p.dilations[0] * s->wq + kx * p.dilations[1]);
+      // Per thread: the B panel and the int64 block.
       s->ws_bytes = (s->k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64 + kQ16Mr * kQ16Nr * 8;
     }
     return s;
@@ -498,42 +513,62 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
   }
 }
 
-// State::q16, per image: the input padded with zeros (State::hq x wq planes), then tasks of one
-// group and panel of kQ16Nr output pixels each.
+// State::q16, per image: the input padded with zeros (State::hq x wq planes) unless read as it
+// is, then tasks of one group and panel of kQ16Nr grid columns (State::q16_grid) or output
+// pixels each.
 template <typename Y>
 void run_int16_gemm(const State& s, const QConv2dParams& q, const int16_t* x, const QChannelParams& ch, Y* y,
                     uint8_t* workspace, int threads, ThreadPool* pool) {
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, pixels = c.oh * c.ow, plane = s.hq * s.wq;
-  const int64_t panels = (pixels + kQ16Nr - 1) / kQ16Nr;
+  const int64_t columns = s.q16_grid ? (c.oh - 1) * s.wq + c.ow : pixels;
+  const int64_t panels = (columns + kQ16Nr - 1) / kQ16Nr;
   const int64_t panel_bytes = (s.k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64;
+  const Q16Kernels& g = *s.q16;
+  auto store = [&](const int64_t* acc, int rows, int64_t n, const QChannelParams& rc, Y* dst) {
+    if constexpr (sizeof(Y) == 2) g.store_i16(acc, rows, n, rc, q.out, dst, pixels);
+    else g.store_u8(acc, rows, n, rc, q.out, dst, pixels);
+  };
   int16_t* padded = reinterpret_cast<int16_t*>(workspace);
   uint8_t* ws = workspace + (s.padded_bytes + 63) / 64 * 64;
   for (int64_t b = 0; b < c.n; ++b) {
-    const int64_t per = (c.c + threads - 1) / threads;
-    parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
-      for (int64_t ci = t * per; ci < std::min(c.c, (t + 1) * per); ++ci) {
-        int16_t* dst = padded + ci * plane;
-        std::fill(dst, dst + plane, int16_t(0));
-        for (int64_t iy = 0; iy < c.h; ++iy)
-          std::memcpy(dst + (iy + c.pad_top) * s.wq + c.pad_left, x + ((b * c.c + ci) * c.h + iy) * c.w, size_t(c.w) * 2);
-      }
-    });
+    const int16_t* xb = x + b * c.c * c.h * c.w;
+    if (s.padded_bytes > 0) {
+      const int64_t per = (c.c + threads - 1) / threads;
+      parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
+        for (int64_t ci = t * per; ci < std::min(c.c, (t + 1) * per); ++ci) {
+          int16_t* dst = padded + ci * plane;
+          std::fill(dst, dst + plane, int16_t(0));
+          for (int64_t iy = 0; iy < c.h; ++iy)
+            std::memcpy(dst + (iy + c.pad_top) * s.wq + c.pad_left, xb + (ci * c.h + iy) * c.w, size_t(c.w) * 2);
+        }
+      });
+    }
+    const int16_t* planes = s.padded_bytes > 0 ? padded : xb;
     parallel(pool, c.group * panels, [&](int64_t t, int thread) {
       const int64_t gi = t / panels, p0 = t % panels * kQ16Nr;
-      const int64_t n = std::min<int64_t>(kQ16Nr, pixels - p0);
+      const int64_t n = std::min<int64_t>(kQ16Nr, columns - p0);
       int16_t* panel = reinterpret_cast<int16_t*>(ws + thread * s.ws_bytes);
       int64_t* acc = reinterpret_cast<int64_t*>(ws + thread * s.ws_bytes + panel_bytes);
-      ds_i16_im2col_pairs__scalar(c, cg, padded + gi * cg * plane, s.hq, s.wq, p0, p0 + n, panel);
+      const int16_t* xg = planes + gi * cg * plane;
+      if (s.q16_grid) g.pack_rows(cg * c.kh * c.kw, xg + p0, s.q16_offsets.data(), n, panel);
+      else ds_i16_im2col_pairs__scalar(c, cg, xg, s.hq, s.wq, p0, p0 + n, panel);
       for (int64_t m0 = 0; m0 < og; m0 += kQ16Mr) {
         const int rows = int(std::min<int64_t>(kQ16Mr, og - m0));
+        const int64_t o0 = gi * og + m0;
         const int16_t* a[kQ16Mr];
-        for (int r = 0; r < rows; ++r) a[r] = s.w16.data() + (gi * og + m0 + r) * 2 * s.k2;
-        s.q16->gemm(s.k2, rows, a, panel, acc);
-        for (int r = 0; r < rows; ++r) {
-          const int64_t o = gi * og + m0 + r;
-          Y* yo = y + (b * c.o + o) * pixels + p0;
-          for (int64_t j = 0; j < n; ++j) yo[j] = q16_output<Y>(ch.bias[o] + acc[r * kQ16Nr + j], ch, o, q.out);
+        for (int r = 0; r < rows; ++r) a[r] = s.w16.data() + (o0 + r) * 2 * s.k2;
+        g.gemm(s.k2, rows, a, panel, acc);
+        const QChannelParams rc{ch.bias + o0, ch.multiplier + o0, ch.shift + o0};
+        Y* yo = y + (b * c.o + o0) * pixels;
+        if (!s.q16_grid) {
+          store(acc, rows, n, rc, yo + p0);
+          continue;
+        }
+        // Each grid row's columns ox < ow in the panel, to output row oy.
+        for (int64_t oy = p0 / s.wq; oy * s.wq < p0 + n; ++oy) {
+          const int64_t q0 = std::max(p0, oy * s.wq), q1 = std::min(p0 + n, oy * s.wq + c.ow);
+          if (q1 > q0) store(acc + (q0 - p0), rows, q1 - q0, rc, yo + oy * c.ow + (q0 - oy * s.wq));
         }
       }
     });
