@@ -13,13 +13,15 @@
 namespace ds {
 namespace {
 
-// Adds the int32 lanes of s (8 columns) into their int64 sums.
-inline void flush(__m256i s, int64_t* dst) {
-  const __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(s));
-  const __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(s, 1));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_add_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst)), lo));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 4),
-                      _mm256_add_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + 4)), hi));
+// Adds the int32 lanes of s (8 columns) into their int64 sums (first: they are the first,
+// stored without reading dst).
+inline void flush(__m256i s, bool first, int64_t* dst) {
+  const __m256i parts[2] = {_mm256_cvtepi32_epi64(_mm256_castsi256_si128(s)),
+                            _mm256_cvtepi32_epi64(_mm256_extracti128_si256(s, 1))};
+  for (int i = 0; i < 2; ++i) {
+    __m256i* d = reinterpret_cast<__m256i*>(dst + 4 * i);
+    _mm256_storeu_si256(d, first ? parts[i] : _mm256_add_epi64(_mm256_loadu_si256(d), parts[i]));
+  }
 }
 
 inline __m256i broadcast_pair(const int16_t* p) {
@@ -54,14 +56,15 @@ void gemm_4x16(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, 
     }
     const __m256i lanes[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
     for (int r = 0; r < rows; ++r) {
-      flush(lanes[r][0], acc + r * kQ16Nr + half * 16);
-      flush(lanes[r][1], acc + r * kQ16Nr + half * 16 + 8);
+      flush(lanes[r][0], k0 == 0, acc + r * kQ16Nr + half * 16);
+      flush(lanes[r][1], k0 == 0, acc + r * kQ16Nr + half * 16 + 8);
     }
   }
 }
 
 void gemm(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int64_t* acc) {
-  for (int i = 0; i < rows * kQ16Nr; ++i) acc[i] = 0;
+  if (k2 == 0)
+    for (int i = 0; i < rows * kQ16Nr; ++i) acc[i] = 0;
   for (int r0 = 0; r0 < rows; r0 += 4) {
     const int group = rows - r0 < 4 ? rows - r0 : 4;
     for (int half = 0; half < 2; ++half) gemm_4x16(k2, group, a + r0, b, half, acc + r0 * kQ16Nr);

@@ -18,13 +18,15 @@ namespace {
 
 __mmask32 first_columns(int64_t n) { return n >= kQ16Nr ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
 
-// Adds the int32 lanes c0 (columns 0-15) and c1 (16-31) of a row into its int64 sums.
-inline void flush_row(__m512i c0, __m512i c1, int64_t* dst) {
+// Adds the int32 lanes c0 (columns 0-15) and c1 (16-31) of a row into its int64 sums (first:
+// they are the first, stored without reading dst).
+inline void flush_row(__m512i c0, __m512i c1, bool first, int64_t* dst) {
   const __m512i parts[4] = {_mm512_cvtepi32_epi64(_mm512_castsi512_si256(c0)),
                             _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(c0, 1)),
                             _mm512_cvtepi32_epi64(_mm512_castsi512_si256(c1)),
                             _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(c1, 1))};
-  for (int i = 0; i < 4; ++i) _mm512_storeu_si512(dst + 8 * i, _mm512_add_epi64(_mm512_loadu_si512(dst + 8 * i), parts[i]));
+  for (int i = 0; i < 4; ++i)
+    _mm512_storeu_si512(dst + 8 * i, first ? parts[i] : _mm512_add_epi64(_mm512_loadu_si512(dst + 8 * i), parts[i]));
 }
 
 inline __m512i broadcast_pair(const int16_t* p) {
@@ -48,7 +50,8 @@ void gemm(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int64
   const int16_t* ar[kQ16Mr];
   for (int r = 0; r < kQ16Mr; ++r) ar[r] = a[r < rows ? r : rows - 1];
   const int16_t *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3], *a4 = ar[4], *a5 = ar[5], *a6 = ar[6], *a7 = ar[7];
-  for (int i = 0; i < rows * kQ16Nr; ++i) acc[i] = 0;
+  if (k2 == 0)
+    for (int i = 0; i < rows * kQ16Nr; ++i) acc[i] = 0;
   for (int64_t k0 = 0; k0 < k2; k0 += kQ16Flush) {
     const int64_t k1 = k0 + kQ16Flush < k2 ? k0 + kQ16Flush : k2;
     __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
@@ -73,7 +76,7 @@ void gemm(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int64
     }
     const __m512i lanes[kQ16Mr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
                                       {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
-    for (int r = 0; r < rows; ++r) flush_row(lanes[r][0], lanes[r][1], acc + r * kQ16Nr);
+    for (int r = 0; r < rows; ++r) flush_row(lanes[r][0], lanes[r][1], k0 == 0, acc + r * kQ16Nr);
   }
 }
 
