@@ -68,12 +68,14 @@ struct Q16Kernels {
   // A B panel from k rows read in place: depth t is the row at x + offsets[t], columns [0, n)
   // (n <= kQ16Nr, nothing read past n; zero past n and past k).
   void (*pack_rows)(int64_t k, const int16_t* x, const int64_t* offsets, int64_t n, int16_t* dst);
-  // The epilogue of a conv tile (channel params per row): y[r * y_stride + j] =
-  // q16_output(ch.bias[r] + acc[r * kQ16Nr + j]) with ch.multiplier[r], ch.shift[r], for r < rows, j < n.
-  void (*store_u8)(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, const QuantOut& out, uint8_t* y,
-                   int64_t y_stride);
-  void (*store_i16)(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, const QuantOut& out, int16_t* y,
-                    int64_t y_stride);
+  // The epilogue of a conv tile (channel params per row): for r < rows, j < n, y[r * y_stride + j] =
+  // clamp(out.y_zp + round_shift(v * (M >> ms), 31 - ms + ch.shift[r])), v = ch.bias[r] + acc[r *
+  // kQ16Nr + j], M = ch.multiplier[r], ms = multiplier_shift: 16 for i16 x (q16_requant), 0 for
+  // u8 x (qu8_requant), the product's low 64 bits as the reference computes it.
+  void (*store_u8)(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, int multiplier_shift,
+                   const QuantOut& out, uint8_t* y, int64_t y_stride);
+  void (*store_i16)(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, int multiplier_shift,
+                    const QuantOut& out, int16_t* y, int64_t y_stride);
 };
 extern const Q16Kernels ds_q16_kernels__avx2, ds_q16_kernels__avx512, ds_q16_kernels__avx512vnni;
 

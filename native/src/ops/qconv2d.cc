@@ -3,10 +3,11 @@
 // y = clamp(y_zp + requant(acc, multiplier[o], shift[o]), act_min, act_max), u8 or i16.
 //
 // x or y i16 (docs/format.md, "int16 activations"): State::int16, its own path chosen at prepare
-// from the value dtypes. With i16 x on a level with Q16Kernels: the weights widened to int16 once,
-// and per block of 32 output pixels an im2col panel of int16 pairs and the vpmaddwd GEMM with
-// exact int64 sums; otherwise (and for u8 x with i16 y) the reference kernel. The rest of this
-// comment is the u8 path.
+// from the value dtypes. On a level with Q16Kernels (u8 x widened to x - x_zp in int16 first): the
+// weights widened to int16 once, and per panel of 32 output pixels (stride 1: grid columns of the
+// padded planes, packed from rows in place; else an im2col gather) the vpmaddwd GEMM with exact
+// int64 sums and a vector epilogue; otherwise the reference kernel. The rest of this comment is
+// the u8 path.
 //
 // With SIMD kernels: the zero-point term is folded into the bias once (bias - x_zp * sum w), the
 // weights are packed once per session, and each run packs a block of output pixels and runs the
@@ -68,7 +69,7 @@ Conv2dParams conv_params(const OpParams& p, const Shape& x, const Shape& w, int6
 
 struct State {
   bool int16 = false;                  // x or y i16: run_int16
-  const Q16Kernels* q16 = nullptr;     // int16 with i16 x: the GEMM, over w16
+  const Q16Kernels* q16 = nullptr;     // int16 (x i16, or u8 with y i16): the GEMM, over w16
   std::vector<int16_t> w16;            // weights widened, rows of 2 * k2 (K padded with 0 to even)
   int64_t k2 = 0;                      // and hq x wq: the input planes padded with zeros
   Shape q16_input;                     // the (C, H, W) the workspace was sized for
@@ -127,7 +128,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   auto s = std::make_shared<State>();
   if (in[0].dtype != kDtypeU8 || p.y_dtype != kDtypeU8) {
     s->int16 = true;
-    if (in[0].dtype == kDtypeI16 && kt.q16) {
+    if (kt.q16) {  // x i16, or u8 with y i16
       const Shape& wd = *in[1].dims;
       const int64_t o = wd[0], k = product(wd, 1);
       const int8_t* w = static_cast<const int8_t*>(in[1].data);
@@ -146,7 +147,8 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       s->hq = xd[2] + p.pads[0] + p.pads[2], s->wq = xd[3] + p.pads[1] + p.pads[3];
       s->q16_input = {xd[1], xd[2], xd[3]};
       s->q16_grid = p.strides[0] == 1 && p.strides[1] == 1;
-      const bool padded = s->hq != xd[2] || s->wq != xd[3];
+      // u8 x is widened (x - x_zp, so padding is 0) into the planes even without padding.
+      const bool padded = s->hq != xd[2] || s->wq != xd[3] || in[0].dtype == kDtypeU8;
       s->padded_bytes = s->q16_grid && !padded ? 0 : xd[1] * s->hq * s->wq * 2;
       if (s->q16_grid)
         for (int64_t ci = 0; ci < wd[1]; ++ci)
@@ -513,11 +515,11 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
   }
 }
 
-// State::q16, per image: the input padded with zeros (State::hq x wq planes) unless read as it
-// is, then tasks of one group and panel of kQ16Nr grid columns (State::q16_grid) or output
+// State::q16, per image: the input padded with zeros (State::hq x wq planes; u8 x as x - x_zp)
+// unless read as it is, then tasks of one group and panel of kQ16Nr grid columns (State::q16_grid) or output
 // pixels each.
-template <typename Y>
-void run_int16_gemm(const State& s, const QConv2dParams& q, const int16_t* x, const QChannelParams& ch, Y* y,
+template <typename X, typename Y>
+void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QChannelParams& ch, Y* y,
                     uint8_t* workspace, int threads, ThreadPool* pool) {
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, pixels = c.oh * c.ow, plane = s.hq * s.wq;
@@ -525,26 +527,34 @@ void run_int16_gemm(const State& s, const QConv2dParams& q, const int16_t* x, co
   const int64_t panels = (columns + kQ16Nr - 1) / kQ16Nr;
   const int64_t panel_bytes = (s.k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64;
   const Q16Kernels& g = *s.q16;
+  const int multiplier_shift = sizeof(X) == 2 ? 16 : 0;  // q_requant_acc<X>
   auto store = [&](const int64_t* acc, int rows, int64_t n, const QChannelParams& rc, Y* dst) {
-    if constexpr (sizeof(Y) == 2) g.store_i16(acc, rows, n, rc, q.out, dst, pixels);
-    else g.store_u8(acc, rows, n, rc, q.out, dst, pixels);
+    if constexpr (sizeof(Y) == 2) g.store_i16(acc, rows, n, rc, multiplier_shift, q.out, dst, pixels);
+    else g.store_u8(acc, rows, n, rc, multiplier_shift, q.out, dst, pixels);
   };
   int16_t* padded = reinterpret_cast<int16_t*>(workspace);
   uint8_t* ws = workspace + (s.padded_bytes + 63) / 64 * 64;
   for (int64_t b = 0; b < c.n; ++b) {
-    const int16_t* xb = x + b * c.c * c.h * c.w;
+    const X* xb = x + b * c.c * c.h * c.w;
     if (s.padded_bytes > 0) {
       const int64_t per = (c.c + threads - 1) / threads;
       parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
         for (int64_t ci = t * per; ci < std::min(c.c, (t + 1) * per); ++ci) {
           int16_t* dst = padded + ci * plane;
           std::fill(dst, dst + plane, int16_t(0));
-          for (int64_t iy = 0; iy < c.h; ++iy)
-            std::memcpy(dst + (iy + c.pad_top) * s.wq + c.pad_left, xb + (ci * c.h + iy) * c.w, size_t(c.w) * 2);
+          for (int64_t iy = 0; iy < c.h; ++iy) {
+            const X* src = xb + (ci * c.h + iy) * c.w;
+            int16_t* row = dst + (iy + c.pad_top) * s.wq + c.pad_left;
+            if constexpr (sizeof(X) == 2) std::memcpy(row, src, size_t(c.w) * 2);
+            else
+              for (int64_t ix = 0; ix < c.w; ++ix) row[ix] = int16_t(src[ix] - q.x_zp);
+          }
         }
       });
     }
-    const int16_t* planes = s.padded_bytes > 0 ? padded : xb;
+    const int16_t* planes = padded;
+    if constexpr (sizeof(X) == 2)
+      if (s.padded_bytes == 0) planes = xb;
     parallel(pool, c.group * panels, [&](int64_t t, int thread) {
       const int64_t gi = t / panels, p0 = t % panels * kQ16Nr;
       const int64_t n = std::min<int64_t>(kQ16Nr, columns - p0);
@@ -584,13 +594,11 @@ void run_int16(const State& s, const QConv2dParams& q, const std::vector<OpInput
   const int8_t* w = in[1].as<int8_t>();
   const int64_t planes = c.n * c.o;
   q_with_types(in[0].dtype, in[0].data, y_dtype, out, [&](auto* x, auto* y) {
-    if constexpr (sizeof(*x) == 2) {
-      // Declared dims are not the run's shape in a malformed file: then the reference kernel.
-      if (s.q16 && s.q16_input == Shape{c.c, c.h, c.w}) {
-        run_int16_gemm(s, q, x, ch, y, reinterpret_cast<uint8_t*>(ctx.workspace), ctx.pool ? ctx.pool->size() : 1,
-                       ctx.pool);
-        return;
-      }
+    // Declared dims are not the run's shape in a malformed file: then the reference kernel.
+    if (s.q16 && s.q16_input == Shape{c.c, c.h, c.w}) {
+      run_int16_gemm(s, q, x, ch, y, reinterpret_cast<uint8_t*>(ctx.workspace), ctx.pool ? ctx.pool->size() : 1,
+                     ctx.pool);
+      return;
     }
     parallel_range(ctx.pool, planes, 2, 1, [&](int64_t p0, int64_t p1) { ds_q16_conv2d__scalar(q, x, w, ch, y, p0, p1); });
   });

@@ -99,9 +99,9 @@ void pack_rows(int64_t k, const int16_t* x, const int64_t* offsets, int64_t n, i
   }
 }
 
-// q16_output on 4 int64 lanes v (bias added): v * m (0 <= m < 2^15, |v| < 2^47) from the two
-// 32-bit halves of v, + 2^(bits - 1), arithmetic shift right by bits (a logical shift of v or ~v),
-// + y_zp, clamp (64-bit compares).
+// Q16Kernels::store on 4 int64 lanes v (bias added): the low 64 bits of v * m (0 <= m < 2^31) from
+// the two 32-bit halves of v (wrapping as qu8_requant's), + 2^(bits - 1), arithmetic shift right
+// by bits (a logical shift of v or ~v), + y_zp, clamp (64-bit compares).
 inline __m256i requant4(__m256i v, __m256i m, __m256i round, __m128i bits, __m256i zp, __m256i lo, __m256i hi) {
   const __m256i low = _mm256_mul_epu32(v, m), high = _mm256_mul_epi32(_mm256_srli_epi64(v, 32), m);
   __m256i p = _mm256_add_epi64(_mm256_add_epi64(low, _mm256_slli_epi64(high, 32)), round);
@@ -113,14 +113,14 @@ inline __m256i requant4(__m256i v, __m256i m, __m256i round, __m128i bits, __m25
 }
 
 template <typename Y>
-void store(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, const QuantOut& out, Y* y,
-           int64_t y_stride) {
+void store(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, int multiplier_shift, const QuantOut& out,
+           Y* y, int64_t y_stride) {
   const __m256i zp = _mm256_set1_epi64x(out.y_zp), lo = _mm256_set1_epi64x(out.act_min),
                 hi = _mm256_set1_epi64x(out.act_max);
   const __m256i low_dwords = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   for (int r = 0; r < rows; ++r) {
-    const int bits = 15 + ch.shift[r];
-    const __m256i bias = _mm256_set1_epi64x(ch.bias[r]), mult = _mm256_set1_epi64x(ch.multiplier[r] >> 16);
+    const int bits = 31 - multiplier_shift + ch.shift[r];
+    const __m256i bias = _mm256_set1_epi64x(ch.bias[r]), mult = _mm256_set1_epi64x(ch.multiplier[r] >> multiplier_shift);
     const __m256i round = _mm256_set1_epi64x(int64_t(1) << (bits - 1));
     const __m128i count = _mm_cvtsi32_si128(bits);
     __m128i q[4];  // 8 columns each, int32 (in range of Y)

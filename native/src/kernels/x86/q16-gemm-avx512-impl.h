@@ -97,17 +97,17 @@ void pack_rows(int64_t k, const int16_t* x, const int64_t* offsets, int64_t n, i
   }
 }
 
-// q16_output on 32 columns of each row: round_shift(acc * (M >> 16), 15 + s) as a wrapping add
-// and an arithmetic shift of int64 lanes (as qu8_round_shift), then y_zp and the clamp.
+// Q16Kernels::store on 32 columns of each row: the product's low 64 bits (vpmullq), a wrapping
+// add and an arithmetic shift of int64 lanes (as qu8_round_shift), then y_zp and the clamp.
 template <typename Y>
-void store(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, const QuantOut& out, Y* y,
-           int64_t y_stride) {
+void store(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, int multiplier_shift, const QuantOut& out,
+           Y* y, int64_t y_stride) {
   const __mmask32 mask = first_columns(n);
   const __m512i zp = _mm512_set1_epi64(out.y_zp), lo = _mm512_set1_epi64(out.act_min),
                 hi = _mm512_set1_epi64(out.act_max);
   for (int r = 0; r < rows; ++r) {
-    const int bits = 15 + ch.shift[r];
-    const __m512i bias = _mm512_set1_epi64(ch.bias[r]), mult = _mm512_set1_epi64(ch.multiplier[r] >> 16);
+    const int bits = 31 - multiplier_shift + ch.shift[r];
+    const __m512i bias = _mm512_set1_epi64(ch.bias[r]), mult = _mm512_set1_epi64(ch.multiplier[r] >> multiplier_shift);
     const __m512i round = _mm512_set1_epi64(int64_t(1) << (bits - 1));
     const __m128i count = _mm_cvtsi32_si128(bits);
     __m128i part[4];
