@@ -97,6 +97,16 @@ void pack_rows(int64_t k, const int16_t* x, const int64_t* offsets, int64_t n, i
   }
 }
 
+// The low 16 bits of the int64 lanes of v[0..3] (columns 0-7, 8-15, 16-23, 24-31) as 32 int16, in
+// registers (vpmovqw to memory and a reload of the four parts stalls on store forwarding).
+inline __m512i low_words(const __m512i v[4]) {
+  alignas(64) int16_t idx[32];
+  for (int j = 0; j < 16; ++j) idx[j] = idx[16 + j] = int16_t(j < 8 ? 4 * j : 32 + 4 * (j - 8));
+  const __m512i pick = _mm512_load_si512(idx);
+  return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_permutex2var_epi16(v[0], pick, v[1]),
+                                 _mm512_permutex2var_epi16(v[2], pick, v[3]));
+}
+
 // Q16Kernels::store on 32 columns of each row: the product's low 64 bits (vpmullq), a wrapping
 // add and an arithmetic shift of int64 lanes (as qu8_round_shift), then y_zp and the clamp.
 template <typename Y>
@@ -110,23 +120,16 @@ void store(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, in
     const __m512i bias = _mm512_set1_epi64(ch.bias[r]), mult = _mm512_set1_epi64(ch.multiplier[r] >> multiplier_shift);
     const __m512i round = _mm512_set1_epi64(int64_t(1) << (bits - 1));
     const __m128i count = _mm_cvtsi32_si128(bits);
-    __m128i part[4];
+    __m512i v[4];
+#pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
-      __m512i v = _mm512_add_epi64(_mm512_loadu_si512(acc + r * kQ16Nr + 8 * i), bias);
-      v = _mm512_sra_epi64(_mm512_add_epi64(_mm512_mullo_epi64(v, mult), round), count);
-      v = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(v, zp), lo), hi);
-      part[i] = sizeof(Y) == 2 ? _mm512_cvtepi64_epi16(v) : _mm512_cvtepi64_epi8(v);
+      v[i] = _mm512_add_epi64(_mm512_loadu_si512(acc + r * kQ16Nr + 8 * i), bias);
+      v[i] = _mm512_sra_epi64(_mm512_add_epi64(_mm512_mullo_epi64(v[i], mult), round), count);
+      v[i] = _mm512_min_epi64(_mm512_max_epi64(_mm512_add_epi64(v[i], zp), lo), hi);
     }
-    if constexpr (sizeof(Y) == 2) {
-      __m512i all = _mm512_castsi128_si512(part[0]);
-      all = _mm512_inserti32x4(all, part[1], 1);
-      all = _mm512_inserti32x4(all, part[2], 2);
-      all = _mm512_inserti32x4(all, part[3], 3);
-      _mm512_mask_storeu_epi16(y + r * y_stride, mask, all);
-    } else {
-      const __m256i all = _mm256_set_m128i(_mm_unpacklo_epi64(part[2], part[3]), _mm_unpacklo_epi64(part[0], part[1]));
-      _mm256_mask_storeu_epi8(y + r * y_stride, mask, all);
-    }
+    const __m512i words = low_words(v);  // in Y's range after the clamp
+    if constexpr (sizeof(Y) == 2) _mm512_mask_storeu_epi16(y + r * y_stride, mask, words);
+    else _mm256_mask_storeu_epi8(y + r * y_stride, mask, _mm512_cvtepi16_epi8(words));
   }
 }
 
