@@ -228,6 +228,11 @@ TEST(qconv2d_int16_matches_integer_loops) {
       [] { ConvCase q; q.c = 5; q.o = 11; q.h = 14; q.w = 40; q.kh = q.kw = 5; q.pad = 0; return q; }(),
       [] { ConvCase q; q.c = 120; q.o = 9; q.h = 5; q.w = 6; return q; }(),
       [] { ConvCase q; q.c = 8; q.o = 12; q.group = 4; q.h = 10; q.w = 33; return q; }(),
+      // Strides over phase planes: 1x1 stride 2 (one phase, not in place), 3x3 stride 2 whose
+      // output rows cross panels, stride 2 with dilation 3.
+      [] { ConvCase q; q.c = 6; q.o = 10; q.h = 15; q.w = 41; q.kh = q.kw = 1; q.pad = 0; q.stride = 2; return q; }(),
+      [] { ConvCase q; q.c = 5; q.o = 9; q.h = 13; q.w = 70; q.stride = 2; return q; }(),
+      [] { ConvCase q; q.c = 4; q.o = 7; q.h = 16; q.w = 19; q.stride = 2; q.dil = 3; q.pad = 2; return q; }(),
   };
   int variant = 0;
   for (const ConvCase& shape : shapes)

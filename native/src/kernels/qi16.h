@@ -85,12 +85,6 @@ inline Y q16_output(int64_t acc, const QChannelParams& ch, int64_t o, const Quan
   return q_clamp<Y>(q.y_zp + q16_requant(acc, ch.multiplier[o], ch.shift[o]), q.act_min, q.act_max);
 }
 
-// B panel of a convolution: columns [p0, p1) (p1 - p0 <= kQ16Nr) of the im2col matrix (rows
-// (c, ky, kx) of `channels` channels, columns the output pixels) of xp, the input already padded
-// with zeros (planes of hp x wp, p.pad_top / p.pad_left rows and columns before the input's).
-void ds_i16_im2col_pairs__scalar(const Conv2dParams& p, int64_t channels, const int16_t* xp, int64_t hp, int64_t wp,
-                                 int64_t p0, int64_t p1, int16_t* dst);
-
 // i16 data movement (the f32 kernels' semantics on int16).
 void ds_i16_maxpool2d__scalar(const Pool2dParams& p, const int16_t* x, int16_t* y);
 void ds_i16_global_maxpool__scalar(int64_t planes, int64_t size, const int16_t* x, int16_t* y);

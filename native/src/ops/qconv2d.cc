@@ -73,8 +73,6 @@ struct State {
   std::vector<int16_t> w16;            // weights widened, rows of 2 * k2 (K padded with 0 to even)
   int64_t k2 = 0;                      // and hq x wq: the input planes padded with zeros
   Shape q16_input;                     // the (C, H, W) the workspace was sized for
-  bool q16_grid = false;               // stride 1: B panels packed from the padded planes in place
-  std::vector<int64_t> q16_offsets;    // per depth row (c, ky, kx) of a group: its tap's offset
   const QGemmKernels* gemm = nullptr;  // GEMM path
   QDwConvKernel dw = nullptr;          // depthwise path
   // Depthwise with per-channel constants packed once (QKernels::dwconv_packed), when the level has
@@ -123,6 +121,27 @@ constexpr int64_t kPrefetchRows = 4;
 // the rest of the network (the phase planes of a 64x56x56 input: 215 KB written per run).
 int64_t workspace_bytes(const State& s, int threads) { return (s.padded_bytes + 63) / 64 * 64 + s.ws_bytes * threads; }
 
+// State::hq, wq, phases, phase_of and row_offsets (see State::shifted) for an input of dims xd,
+// cg channels a group and a kh x kw window.
+void set_phases(const OpParams& p, const Shape& xd, int64_t cg, int64_t kh, int64_t kw, State& s) {
+  const int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilations[0], dw = p.dilations[1];
+  s.hq = (xd[2] + p.pads[0] + p.pads[2] + sh - 1) / sh;
+  s.wq = (xd[3] + p.pads[1] + p.pads[3] + sw - 1) / sw;
+  s.phase_of.assign(size_t(sh * sw), -1);
+  for (int64_t ky = 0; ky < kh; ++ky)
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      int32_t& idx = s.phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
+      if (idx < 0) idx = int32_t(s.phases++);
+    }
+  const int64_t plane = s.hq * s.wq;
+  for (int64_t ci = 0; ci < cg; ++ci)
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const int64_t phase = s.phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
+        s.row_offsets.push_back((ci * s.phases + phase) * plane + ky * dh / sh * s.wq + kx * dw / sw);
+      }
+}
+
 std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable& kt,
                                     int threads) {
   auto s = std::make_shared<State>();
@@ -137,24 +156,15 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       s->w16.assign(size_t(o * 2 * s->k2), 0);
       for (int64_t j = 0; j < o; ++j)
         for (int64_t t = 0; t < k; ++t) s->w16[size_t(j * 2 * s->k2 + t)] = w[j * k + t];
-      // Stride 1: the GEMM runs over the grid q = oy * wq + ox of the input padded with zeros
-      // (hq x wq planes; the input itself when there is no padding), whose tap (c, ky, kx) is at
-      // q + q16_offsets[(c, ky, kx)], so a B panel is packed from rows read in place; the grid
-      // columns ox >= ow are computed and not stored. Other strides: an im2col panel of 32
-      // output pixels gathered one by one.
+      // The GEMM runs over the grid q = oy * wq + ox of the phase planes (State::shifted) of the
+      // input padded with zeros, whose tap (c, ky, kx) is at q + row_offsets[(c, ky, kx)], so a B
+      // panel is packed from rows read in place; the grid columns ox >= ow are computed and not
+      // stored. An i16 input with stride 1 and no padding is its own (single) phase plane.
       const Shape& xd = *in[0].dims;
-      const int64_t kh = wd[2], kw = wd[3];
-      s->hq = xd[2] + p.pads[0] + p.pads[2], s->wq = xd[3] + p.pads[1] + p.pads[3];
+      set_phases(p, xd, wd[1], wd[2], wd[3], *s);
       s->q16_input = {xd[1], xd[2], xd[3]};
-      s->q16_grid = p.strides[0] == 1 && p.strides[1] == 1;
-      // u8 x is widened (x - x_zp, so padding is 0) into the planes even without padding.
-      const bool padded = s->hq != xd[2] || s->wq != xd[3] || in[0].dtype == kDtypeU8;
-      s->padded_bytes = s->q16_grid && !padded ? 0 : xd[1] * s->hq * s->wq * 2;
-      if (s->q16_grid)
-        for (int64_t ci = 0; ci < wd[1]; ++ci)
-          for (int64_t ky = 0; ky < kh; ++ky)
-            for (int64_t kx = 0; kx < kw; ++kx)
-              s->q16_offsets.push_back(ci * s->hq * s->wq + ky * p.dilations[0] * s->wq + kx * p.dilations[1]);
+      const bool in_place = in[0].dtype == kDtypeI16 && s->phases == 1 && s->hq == xd[2] && s->wq == xd[3];
+      s->padded_bytes = in_place ? 0 : xd[1] * s->phases * s->hq * s->wq * 2;
       // Per thread: the B panel and the int64 block.
       s->ws_bytes = (s->k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64 + kQ16Mr * kQ16Nr * 8;
     }
@@ -215,21 +225,8 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     int64_t pixels = oh * ow;
     if (s->shifted) {
       const int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilations[0], dw = p.dilations[1];
-      s->hq = (xd[2] + p.pads[0] + p.pads[2] + sh - 1) / sh;
-      s->wq = (xd[3] + p.pads[1] + p.pads[3] + sw - 1) / sw;
-      s->phase_of.assign(size_t(sh * sw), -1);
-      for (int64_t ky = 0; ky < kh; ++ky)
-        for (int64_t kx = 0; kx < kw; ++kx) {
-          int32_t& idx = s->phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
-          if (idx < 0) idx = int32_t(s->phases++);
-        }
+      set_phases(p, xd, cg, kh, kw, *s);
       const int64_t plane = s->hq * s->wq;
-      for (int64_t ci = 0; ci < cg; ++ci)
-        for (int64_t ky = 0; ky < kh; ++ky)
-          for (int64_t kx = 0; kx < kw; ++kx) {
-            const int64_t phase = s->phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
-            s->row_offsets.push_back((ci * s->phases + phase) * plane + ky * dh / sh * s->wq + kx * dw / sw);
-          }
       if (s->implicit)
         for (int64_t c4 = 0; c4 < cg / 4; ++c4)
           for (int64_t ky = 0; ky < kh; ++ky)
@@ -330,20 +327,19 @@ void parallel(ThreadPool* pool, int64_t tasks, Fn&& fn) {
   pool->parallel_for(tasks, [&](int64_t t, int thread) { fn(t, thread); });
 }
 
-// Into the phase planes of State::shifted (already x_zp everywhere), input rows [iy0, iy1) of
-// channel ci, row(iy) giving input row iy, fetched once each and in order (the quantizing row
+// Into the phase planes of State::shifted (already x_zp everywhere; int16 T: 0), input rows
+// [iy0, iy1) of channel ci, row(iy) giving input row iy (as T), fetched once each and in order (the quantizing row
 // source streams through the f32 input): row iy is row i = (iy + pad_top) / sh of the phases
 // (a, .), a = (iy + pad_top) % sh.
-template <typename RowFn>
-void fill_phases(const State& s, const Conv2dParams& c, RowFn&& row, uint8_t* planes, int64_t ci, int64_t iy0,
-                 int64_t iy1) {
+template <typename T, typename RowFn>
+void fill_phases(const State& s, const Conv2dParams& c, RowFn&& row, T* planes, int64_t ci, int64_t iy0, int64_t iy1) {
   const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq;
   for (int64_t iy = iy0; iy < iy1; ++iy) {
     const int64_t a = (iy + c.pad_top) % sh, i = (iy + c.pad_top) / sh;
     bool used = false;  // by a phase (a, .): rows between a stride's taps are not
     for (int64_t b = 0; b < sw; ++b) used = used || s.phase_of[size_t(a * sw + b)] >= 0;
     if (i >= s.hq || !used) continue;
-    const uint8_t* in = row(iy);
+    const T* in = row(iy);
     for (int64_t b = 0; b < sw; ++b) {
       const int32_t phase = s.phase_of[size_t(a * sw + b)];
       if (phase < 0) continue;
@@ -351,12 +347,14 @@ void fill_phases(const State& s, const Conv2dParams& c, RowFn&& row, uint8_t* pl
       const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
       const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
       const int64_t n = j1 - j0;
-      uint8_t* dst = planes + (ci * s.phases + phase) * plane + i * s.wq + j0;
-      const uint8_t* src = in + sw * j0 + b - c.pad_left;
+      T* dst = planes + (ci * s.phases + phase) * plane + i * s.wq + j0;
+      const T* src = in + sw * j0 + b - c.pad_left;
       if (sw == 1) {
-        std::memcpy(dst, src, size_t(n));
-      } else if (s.gemm->gather_row) {
-        s.gemm->gather_row(n, src, sw, dst);
+        std::memcpy(dst, src, size_t(n) * sizeof(T));
+      } else if (sizeof(T) == 1 && s.gemm->gather_row) {  // the u8 path's kernels
+        s.gemm->gather_row(n, reinterpret_cast<const uint8_t*>(src), sw, reinterpret_cast<uint8_t*>(dst));
+      } else if (sw == 2) {  // a constant stride the compiler vectorizes
+        for (int64_t j = 0; j < n; ++j) dst[j] = src[j * 2];
       } else {
         for (int64_t j = 0; j < n; ++j) dst[j] = src[j * sw];
       }
@@ -515,15 +513,14 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
   }
 }
 
-// State::q16, per image: the input padded with zeros (State::hq x wq planes; u8 x as x - x_zp)
-// unless read as it is, then tasks of one group and panel of kQ16Nr grid columns (State::q16_grid) or output
-// pixels each.
+// State::q16, per image: the phase planes of the input padded with zeros (u8 x as x - x_zp)
+// unless read as it is, then tasks of one group and panel of kQ16Nr grid columns each.
 template <typename X, typename Y>
 void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QChannelParams& ch, Y* y,
                     uint8_t* workspace, int threads, ThreadPool* pool) {
   const Conv2dParams& c = q.conv;
-  const int64_t cg = c.c / c.group, og = c.o / c.group, pixels = c.oh * c.ow, plane = s.hq * s.wq;
-  const int64_t columns = s.q16_grid ? (c.oh - 1) * s.wq + c.ow : pixels;
+  const int64_t cg = c.c / c.group, og = c.o / c.group, pixels = c.oh * c.ow, planes_per_channel = s.phases * s.hq * s.wq;
+  const int64_t columns = (c.oh - 1) * s.wq + c.ow;
   const int64_t panels = (columns + kQ16Nr - 1) / kQ16Nr;
   const int64_t panel_bytes = (s.k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64;
   const Q16Kernels& g = *s.q16;
@@ -539,16 +536,18 @@ void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QC
     if (s.padded_bytes > 0) {
       const int64_t per = (c.c + threads - 1) / threads;
       parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
+        std::vector<int16_t> wide(sizeof(X) == 1 ? size_t(c.w) : 0);  // a u8 row as x - x_zp
         for (int64_t ci = t * per; ci < std::min(c.c, (t + 1) * per); ++ci) {
-          int16_t* dst = padded + ci * plane;
-          std::fill(dst, dst + plane, int16_t(0));
-          for (int64_t iy = 0; iy < c.h; ++iy) {
-            const X* src = xb + (ci * c.h + iy) * c.w;
-            int16_t* row = dst + (iy + c.pad_top) * s.wq + c.pad_left;
-            if constexpr (sizeof(X) == 2) std::memcpy(row, src, size_t(c.w) * 2);
-            else
-              for (int64_t ix = 0; ix < c.w; ++ix) row[ix] = int16_t(src[ix] - q.x_zp);
-          }
+          std::fill(padded + ci * planes_per_channel, padded + (ci + 1) * planes_per_channel, int16_t(0));
+          const X* xc = xb + ci * c.h * c.w;
+          fill_phases(s, c, [&](int64_t iy) {
+            if constexpr (sizeof(X) == 2) {
+              return xc + iy * c.w;
+            } else {
+              for (int64_t ix = 0; ix < c.w; ++ix) wide[size_t(ix)] = int16_t(xc[iy * c.w + ix] - q.x_zp);
+              return static_cast<const int16_t*>(wide.data());
+            }
+          }, padded, ci, 0, c.h);
         }
       });
     }
@@ -560,9 +559,7 @@ void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QC
       const int64_t n = std::min<int64_t>(kQ16Nr, columns - p0);
       int16_t* panel = reinterpret_cast<int16_t*>(ws + thread * s.ws_bytes);
       int64_t* acc = reinterpret_cast<int64_t*>(ws + thread * s.ws_bytes + panel_bytes);
-      const int16_t* xg = planes + gi * cg * plane;
-      if (s.q16_grid) g.pack_rows(cg * c.kh * c.kw, xg + p0, s.q16_offsets.data(), n, panel);
-      else ds_i16_im2col_pairs__scalar(c, cg, xg, s.hq, s.wq, p0, p0 + n, panel);
+      g.pack_rows(cg * c.kh * c.kw, planes + gi * cg * planes_per_channel + p0, s.row_offsets.data(), n, panel);
       for (int64_t m0 = 0; m0 < og; m0 += kQ16Mr) {
         const int rows = int(std::min<int64_t>(kQ16Mr, og - m0));
         const int64_t o0 = gi * og + m0;
@@ -571,10 +568,6 @@ void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QC
         g.gemm(s.k2, rows, a, panel, acc);
         const QChannelParams rc{ch.bias + o0, ch.multiplier + o0, ch.shift + o0};
         Y* yo = y + (b * c.o + o0) * pixels;
-        if (!s.q16_grid) {
-          store(acc, rows, n, rc, yo + p0);
-          continue;
-        }
         // Each grid row's columns ox < ow in the panel, to output row oy.
         for (int64_t oy = p0 / s.wq; oy * s.wq < p0 + n; ++oy) {
           const int64_t q0 = std::max(p0, oy * s.wq), q1 = std::min(p0 + n, oy * s.wq + c.ow);
