@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "core/dispatch.h"
+#include "core/thread_pool.h"
 #include "kernels/qu8.h"
 #include "ops/op.h"
 
@@ -152,7 +154,7 @@ void bench_implicit(const ds::QGemmKernels& g, int64_t c, int64_t m, int64_t h) 
 }
 
 // The prepared qconv2d op (c -> o, k x k, stride, pad, one thread) as the session runs it: phase
-// planes, GEMM and the copy to the output included. act: the dtype of x and y (u8, or i16 for
+// planes, GEMM and the copy to the output included; BENCH_THREADS threads (default 1). act: the dtype of x and y (u8, or i16 for
 // the int16 path); y_act: y's when it differs (u8 x with i16 y). Microseconds per call, warm and cold (caches flushed before each call by writing 64 MB, the median of 30).
 void bench_op(int64_t c, int64_t h, int64_t o, int64_t kk, int64_t stride, int64_t pad, uint8_t act = ds::kDtypeU8,
               uint8_t y_act = 0) {
@@ -175,7 +177,10 @@ void bench_op(int64_t c, int64_t h, int64_t o, int64_t kk, int64_t stride, int64
                                            {ds::kDtypeI32, &cs, ch.bias.data()},
                                            {ds::kDtypeI32, &cs, ch.mult.data()},
                                            {ds::kDtypeI32, &cs, ch.shift.data()}};
-  const std::shared_ptr<const void> state = ds::kQConv2dOp.prepare(p, info, kt, 1);
+  const int threads = std::getenv("BENCH_THREADS") ? std::atoi(std::getenv("BENCH_THREADS")) : 1;
+  std::unique_ptr<ds::ThreadPool> pool;
+  if (threads > 1) pool = std::make_unique<ds::ThreadPool>(threads);
+  const std::shared_ptr<const void> state = ds::kQConv2dOp.prepare(p, info, kt, threads);
   auto f = [](const void* v) { return static_cast<const float*>(v); };
   const std::vector<ds::OpInput> in = {{f(x.data()), &xs, act},
                                        {f(w.data()), &ws, ds::kDtypeI8},
@@ -184,9 +189,9 @@ void bench_op(int64_t c, int64_t h, int64_t o, int64_t kk, int64_t stride, int64
                                        {f(ch.shift.data()), &cs, ds::kDtypeI32}};
   std::vector<uint8_t> y(size_t(o * oh * oh) * (i16_y ? 2 : 1));
   const std::vector<const ds::Shape*> in_shapes = {&xs, &ws, &cs, &cs, &cs};
-  std::vector<float> workspace(size_t(ds::kQConv2dOp.workspace_floats(p, state.get(), in_shapes, os, 1) + 16));
+  std::vector<float> workspace(size_t(ds::kQConv2dOp.workspace_floats(p, state.get(), in_shapes, os, threads) + 16));
   float* ws_aligned = workspace.data() + (16 - (reinterpret_cast<uintptr_t>(workspace.data()) / 4) % 16) % 16;
-  const ds::RunContext ctx{state.get(), nullptr, ws_aligned};
+  const ds::RunContext ctx{state.get(), pool.get(), ws_aligned};
   auto run = [&] { ds::kQConv2dOp.run_prepared(p, ctx, in, y.data(), os, kt); };
   // Warm: each call timed alone for 0.5 s, the 10th percentile (a loaded machine's descheduled or
   // evicted calls dropped rather than averaged in).
