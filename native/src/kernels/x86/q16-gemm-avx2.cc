@@ -32,30 +32,31 @@ inline __m256i broadcast_pair(const int16_t* p) {
 
 inline __m256i load(const int16_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// Four rows (fewer: the last repeated, its sums not stored) x 16 columns from column `half` * 16;
-// eight named accumulators (an array of them gets copied around the loop by GCC).
-void gemm_4x16(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int half, int64_t* acc) {
-  const int16_t *a0 = a[0], *a1 = a[rows > 1 ? 1 : 0], *a2 = a[rows > 2 ? 2 : 0], *a3 = a[rows > 3 ? 3 : 0];
+// R <= 4 rows x 16 columns from column `half` * 16; eight named accumulators (those of rows >= R
+// unused): an array of them gets copied around the loop by GCC.
+template <int R>
+void gemm_rows(int64_t k2, const int16_t* const* a, const int16_t* b, int half, int64_t* acc) {
+  const int16_t *a0 = a[0], *a1 = a[R > 1 ? 1 : 0], *a2 = a[R > 2 ? 2 : 0], *a3 = a[R > 3 ? 3 : 0];
   b += half * 32;
   for (int64_t k0 = 0; k0 < k2; k0 += kQ16Flush) {
     const int64_t k1 = k0 + kQ16Flush < k2 ? k0 + kQ16Flush : k2;
     __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
     for (int64_t kk = k0; kk < k1; ++kk) {
       const __m256i b0 = load(b + kk * 64), b1 = load(b + kk * 64 + 16);
-#define DS_Q16_STEP(ap, s0, s1)                              \
-  {                                                          \
+#define DS_Q16_STEP(r, ap, s0, s1)                           \
+  if constexpr (R > r) {                                     \
     const __m256i x = broadcast_pair(ap + 2 * kk);           \
     s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(x, b0));     \
     s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(x, b1));     \
   }
-      DS_Q16_STEP(a0, c00, c01)
-      DS_Q16_STEP(a1, c10, c11)
-      DS_Q16_STEP(a2, c20, c21)
-      DS_Q16_STEP(a3, c30, c31)
+      DS_Q16_STEP(0, a0, c00, c01)
+      DS_Q16_STEP(1, a1, c10, c11)
+      DS_Q16_STEP(2, a2, c20, c21)
+      DS_Q16_STEP(3, a3, c30, c31)
 #undef DS_Q16_STEP
     }
     const __m256i lanes[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
-    for (int r = 0; r < rows; ++r) {
+    for (int r = 0; r < R; ++r) {
       flush(lanes[r][0], k0 == 0, acc + r * kQ16Nr + half * 16);
       flush(lanes[r][1], k0 == 0, acc + r * kQ16Nr + half * 16 + 8);
     }
@@ -67,7 +68,15 @@ void gemm(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int64
     for (int i = 0; i < rows * kQ16Nr; ++i) acc[i] = 0;
   for (int r0 = 0; r0 < rows; r0 += 4) {
     const int group = rows - r0 < 4 ? rows - r0 : 4;
-    for (int half = 0; half < 2; ++half) gemm_4x16(k2, group, a + r0, b, half, acc + r0 * kQ16Nr);
+    for (int half = 0; half < 2; ++half) {
+      int64_t* acc_rows = acc + r0 * kQ16Nr;
+      switch (group) {
+        case 1: gemm_rows<1>(k2, a + r0, b, half, acc_rows); break;
+        case 2: gemm_rows<2>(k2, a + r0, b, half, acc_rows); break;
+        case 3: gemm_rows<3>(k2, a + r0, b, half, acc_rows); break;
+        default: gemm_rows<4>(k2, a + r0, b, half, acc_rows); break;
+      }
+    }
   }
 }
 

@@ -42,41 +42,53 @@ inline __m512i pair_dot(__m512i s, __m512i x, __m512i y) {
   else return _mm512_add_epi32(s, _mm512_madd_epi16(x, y));
 }
 
-// Eight rows (fewer: the last row repeated, its sums not stored); the int64 sums live in acc (L1)
-// and take the int32 lanes at each flush. Sixteen named accumulators: an array of them gets
-// copied around the loop by GCC.
-template <bool kVnni>
-void gemm(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int64_t* acc) {
-  const int16_t* ar[kQ16Mr];
-  for (int r = 0; r < kQ16Mr; ++r) ar[r] = a[r < rows ? r : rows - 1];
-  const int16_t *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3], *a4 = ar[4], *a5 = ar[5], *a6 = ar[6], *a7 = ar[7];
+// R rows; the int64 sums live in acc (L1) and take the int32 lanes at each flush. Sixteen named
+// accumulators (those of rows >= R unused): an array of them gets copied around the loop by GCC.
+template <bool kVnni, int R>
+void gemm_rows(int64_t k2, const int16_t* const* a, const int16_t* b, int64_t* acc) {
+  const int16_t *a0 = a[0], *a1 = a[R > 1 ? 1 : 0], *a2 = a[R > 2 ? 2 : 0], *a3 = a[R > 3 ? 3 : 0],
+                *a4 = a[R > 4 ? 4 : 0], *a5 = a[R > 5 ? 5 : 0], *a6 = a[R > 6 ? 6 : 0], *a7 = a[R > 7 ? 7 : 0];
   if (k2 == 0)
-    for (int i = 0; i < rows * kQ16Nr; ++i) acc[i] = 0;
+    for (int i = 0; i < R * kQ16Nr; ++i) acc[i] = 0;
   for (int64_t k0 = 0; k0 < k2; k0 += kQ16Flush) {
     const int64_t k1 = k0 + kQ16Flush < k2 ? k0 + kQ16Flush : k2;
     __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
             c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
     for (int64_t kk = k0; kk < k1; ++kk) {
       const __m512i b0 = _mm512_loadu_si512(b + kk * 64), b1 = _mm512_loadu_si512(b + kk * 64 + 32);
-#define DS_Q16_STEP(ap, s0, s1)                    \
-  {                                                \
-    const __m512i x = broadcast_pair(ap + 2 * kk); \
-    s0 = pair_dot<kVnni>(s0, x, b0);               \
-    s1 = pair_dot<kVnni>(s1, x, b1);               \
+#define DS_Q16_STEP(r, ap, s0, s1)                   \
+  if constexpr (R > r) {                             \
+    const __m512i x = broadcast_pair(ap + 2 * kk);   \
+    s0 = pair_dot<kVnni>(s0, x, b0);                 \
+    s1 = pair_dot<kVnni>(s1, x, b1);                 \
   }
-      DS_Q16_STEP(a0, c00, c01)
-      DS_Q16_STEP(a1, c10, c11)
-      DS_Q16_STEP(a2, c20, c21)
-      DS_Q16_STEP(a3, c30, c31)
-      DS_Q16_STEP(a4, c40, c41)
-      DS_Q16_STEP(a5, c50, c51)
-      DS_Q16_STEP(a6, c60, c61)
-      DS_Q16_STEP(a7, c70, c71)
+      DS_Q16_STEP(0, a0, c00, c01)
+      DS_Q16_STEP(1, a1, c10, c11)
+      DS_Q16_STEP(2, a2, c20, c21)
+      DS_Q16_STEP(3, a3, c30, c31)
+      DS_Q16_STEP(4, a4, c40, c41)
+      DS_Q16_STEP(5, a5, c50, c51)
+      DS_Q16_STEP(6, a6, c60, c61)
+      DS_Q16_STEP(7, a7, c70, c71)
 #undef DS_Q16_STEP
     }
     const __m512i lanes[kQ16Mr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
                                       {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
-    for (int r = 0; r < rows; ++r) flush_row(lanes[r][0], lanes[r][1], k0 == 0, acc + r * kQ16Nr);
+    for (int r = 0; r < R; ++r) flush_row(lanes[r][0], lanes[r][1], k0 == 0, acc + r * kQ16Nr);
+  }
+}
+
+template <bool kVnni>
+void gemm(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int64_t* acc) {
+  switch (rows) {
+    case 1: gemm_rows<kVnni, 1>(k2, a, b, acc); break;
+    case 2: gemm_rows<kVnni, 2>(k2, a, b, acc); break;
+    case 3: gemm_rows<kVnni, 3>(k2, a, b, acc); break;
+    case 4: gemm_rows<kVnni, 4>(k2, a, b, acc); break;
+    case 5: gemm_rows<kVnni, 5>(k2, a, b, acc); break;
+    case 6: gemm_rows<kVnni, 6>(k2, a, b, acc); break;
+    case 7: gemm_rows<kVnni, 7>(k2, a, b, acc); break;
+    default: gemm_rows<kVnni, 8>(k2, a, b, acc); break;
   }
 }
 
