@@ -64,6 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--methods", default="minmax,percentile,mse",
                    help="PTQ calibration methods for the int8 graph, comma-separated, from minmax, "
                         "percentile, kl, mse; empty for none (default %(default)s)")
+    p.add_argument("--activation-bits", default="8",
+                   help="PTQ activation widths, comma-separated: 8 (u8) and/or 16 (every conv/fc layer 16x8, "
+                        "recorded as ptq_int16_METHOD) (default %(default)s)")
     p.add_argument("--skip", default="",
                    help="stages to leave out, comma-separated: fp32 (its test accuracy; the model is still "
                         "loaded or trained), ptq-sim, ptq (the int8 graphs of --methods), qat")
@@ -93,6 +96,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bad:
         p.error(f"unknown method(s) {bad}; known: {', '.join(known)}")
     args.methods = methods
+    try:
+        args.activation_bits = [int(b) for b in args.activation_bits.split(",") if b]
+    except ValueError:
+        p.error(f"--activation-bits takes 8 and/or 16, got {args.activation_bits!r}")
+    if not args.activation_bits or set(args.activation_bits) - {8, 16}:
+        p.error(f"--activation-bits takes 8 and/or 16, got {args.activation_bits}")
     args.skip = {x for x in args.skip.split(",") if x}
     bad = args.skip - set(STAGES)
     if bad:
@@ -232,9 +241,10 @@ def measure(args: argparse.Namespace) -> dict:
         record("ptq_sim_minmax", evaluate(qm, test), time.time() - t)
         del qm
     for method in [] if "ptq" in args.skip else args.methods:
-        t = time.time()
-        record(f"ptq_int8_{method}", int8_accuracy(quantize_graph(graph, calib=calib, method=method)),
-               time.time() - t)
+        for bits in args.activation_bits:
+            t = time.time()
+            qgraph = quantize_graph(graph, calib=calib, method=method, activation_bits=bits)
+            record(f"ptq_int{bits}_{method}", int8_accuracy(qgraph), time.time() - t)
 
     # QAT on a copy; `model` stays the fp32 checkpoint.
     if "qat" not in args.skip:

@@ -118,8 +118,8 @@ class QuantizeConfig:
     sensitivity: SensitivityConfig options; keeps the most sensitive layers in float32 (added to
         keep_fp32), or with keep_as int16 runs them 16x8 (added to int16), until the simulated int8
         accuracy is within `budget` points of float32.
-    qat: QATConfig options; without it the step is post-training quantization only (its fake
-        quantization simulates every activation as u8, the int16 layers' too).
+    qat: QATConfig options; without it the step is post-training quantization only. Its fake
+        quantization simulates the int16 layers' activations as i16 and the rest as u8.
     """
 
     method: str | dict[str, str] = "minmax"
@@ -344,20 +344,23 @@ def _points(gm: torch.fx.GraphModule) -> list[_Point]:
 
 
 def prepare_qat(model: nn.Module, config: QATConfig | None = None, *, keep_fp32: Iterable[str] = (),
-                weight_bits: int = 8) -> torch.fx.GraphModule:
+                weight_bits: int = 8, int16: Iterable[str] = ()) -> torch.fx.GraphModule:
     """A fake-quantized copy of `model` (a torch.fx GraphModule); `model` is not modified.
 
     keep_fp32: conv/fc layer names whose weights stay float (their activations are still quantized
-    where a quantized op reads or writes them). `convert` writes the trained weights back to `model`.
+    where a quantized op reads or writes them). int16: conv/fc layers that will run 16x8 (their
+    activations simulated as i16, see set_quantized). `convert` writes the trained weights back to
+    `model`.
     """
     config = config or QATConfig()
     gm = torch.fx.symbolic_trace(copy.deepcopy(model))
     modules = dict(gm.named_modules())
     layer_names = [n for n, m in modules.items() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    keep = set(keep_fp32)
-    unknown = keep - set(layer_names)
-    if unknown:
-        raise ValueError(f"keep_fp32: unknown layer(s) {sorted(unknown)}; conv/fc layers: {', '.join(layer_names)}")
+    keep, wide = set(keep_fp32), list(int16)
+    for what, names in (("keep_fp32", keep), ("int16", wide)):
+        unknown = set(names) - set(layer_names)
+        if unknown:
+            raise ValueError(f"{what}: unknown layer(s) {sorted(unknown)}; conv/fc layers: {', '.join(layer_names)}")
     for n in list(gm.graph.nodes):
         if n.op != "call_module" or not isinstance(modules.get(n.target), (nn.Conv2d, nn.Linear)):
             continue
@@ -390,7 +393,7 @@ def prepare_qat(model: nn.Module, config: QATConfig | None = None, *, keep_fp32:
     gm.__dict__["_qat_source"] = model
     if hasattr(model, "input_shape"):
         gm.input_shape = model.input_shape
-    set_quantized(gm, None, keep_fp32=keep)
+    set_quantized(gm, None, keep_fp32=keep, int16=wide)
     return gm
 
 
@@ -580,6 +583,8 @@ def quantization_aware_training(
     *,
     keep_fp32: Iterable[str] = (),
     weight_bits: int = 8,
+    int16: Iterable[str] = (),
+    activation_bits: int = 8,
     shared: bool = False,
     progress: bool = True,
     seed: int = 0,
@@ -588,6 +593,10 @@ def quantization_aware_training(
     """Calibrate, fine-tune with fake quantization and the freeze schedule, and write the weights back
     into `model` (in place). Returns (ranges per IR value name, history).
 
+    `int16` / `activation_bits` (16: every conv/fc layer not in keep_fp32) name the layers that will run
+    16x8, as quantize_graph takes them: their activations are simulated as i16 while training, so the
+    ranges learnt are the ones the i16 scales come from.
+
     `loss(output, target)`: the training loss; default `deepslim.train.default_loss(model)`, decided on
     `model` itself (the traced copy ends in a fake quantizer, not in the model's softmax)."""
     from deepslim.compress.prune import reapply_masks
@@ -595,7 +604,10 @@ def quantization_aware_training(
 
     loss = loss if loss is not None else default_loss(model)
 
-    qm = prepare_qat(model, config, keep_fp32=keep_fp32, weight_bits=weight_bits)
+    keep = set(keep_fp32)
+    wide = [n for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear)) and n not in keep] \
+        if activation_bits == 16 else list(int16)
+    qm = prepare_qat(model, config, keep_fp32=keep, weight_bits=weight_bits, int16=wide)
     x, y = train_data
     calibrate(qm, x[: config.calib_samples])
     history: dict[str, Any] = {}
@@ -649,8 +661,8 @@ def quantize(model: nn.Module, config: QuantizeConfig, train_data=None, val_data
     if config.qat is not None:
         qat_config = QATConfig(**{**config.qat.__dict__, "calib_samples": config.calib_samples})
         ranges, history["qat"] = quantization_aware_training(
-            model, qat_config, train_data, val_data, keep_fp32=keep, weight_bits=config.weight_bits, shared=shared,
-            progress=progress, seed=seed)
+            model, qat_config, train_data, val_data, keep_fp32=keep, weight_bits=config.weight_bits, int16=wide,
+            activation_bits=config.activation_bits, shared=shared, progress=progress, seed=seed)
     return QuantizePlan(keep, config.weight_bits, config.method, ranges, calib, history, wide, config.activation_bits)
 
 

@@ -404,8 +404,8 @@ TEST(conv2d_add_fusion_matches_reference) {
 }
 
 // (1x1 ->) depthwise 3x3 -> 1x1 (-> add), which the session runs as one 1x1 node over bands of
-// the depthwise output's rows when that output (and the expanding 1x1's) is large (at least 256K
-// floats per image) and read by the next node alone: bit for bit the nodes run apart (the same
+// the depthwise output's rows when that output or the depthwise's input (and the expanding 1x1's
+// output) is large (at least 256K floats per image) and read by the next node alone: bit for bit the nodes run apart (the same
 // graph with the depthwise output also a graph output), at every level and 1-3 threads; odd
 // sizes, stride 1 and 2, batch 2, a last band of fewer rows, bias or none, activations on every
 // node, a residual.
@@ -468,12 +468,15 @@ TEST(conv2d_depthwise_1x1_fusion_matches_the_two_nodes) {
       {1, 96, 113, 112, 24, 2, 1, true, 2, 0, false, 16, true},   // MobileNet V2's block 2, odd height
       {1, 150, 57, 58, 25, 1, 1, false, 1, 3, true, 3, true},
       {1, 60, 75, 1090, 7, 1, 0, true, 5, 6, false, 7, true},     // wide rows: bands of 2 rows
+      // Only the depthwise's input large (MobileNet V2's block 4: 144 x 56 x 56 at stride 2).
+      {1, 144, 56, 56, 32, 2, 1, true, 2, 0, false, 24, true},
+      {2, 100, 55, 57, 13, 2, 1, false, 2, 1, true, 7, false},
   };
   int index = 0;
   for (const DwPw& p : cases) {
     const std::string what = "depthwise 1x1 case " + std::to_string(index++);
     const int64_t oh = (p.h + 2 * p.pad - 3) / p.stride + 1, ow = (p.w + 2 * p.pad - 3) / p.stride + 1;
-    REQUIRE_MSG(p.c * oh * ow >= 256 * 1024, what + ": too small to be fused");
+    REQUIRE_MSG(p.c * std::max(oh * ow, p.h * p.w) >= 256 * 1024, what + ": too small to be fused");
     tiny::Rng weights_a = rng, weights_b = rng;  // the same weights in both graphs
     const dsw::File fused = depthwise_1x1_file(p, weights_a, false, oh, ow);
     const dsw::File apart = depthwise_1x1_file(p, weights_b, true, oh, ow);

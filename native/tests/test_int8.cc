@@ -32,12 +32,17 @@ dsw::Attr attr_float(const std::string& k, float v) {
 
 struct QConv {
   int64_t n = 1, c = 3, h = 6, w = 6, o = 4, kh = 3, kw = 3, stride = 1, pad = 1, group = 1, dil = 1;
+  // Asymmetric windows: bottom and right pads and the column stride, when not -1 (else pad, stride).
+  int64_t pad_bottom = -1, pad_right = -1, stride_w = -1;
   float in_scale = 0.05f, out_scale = 0.1f;
   int32_t x_zp = 120, y_zp = 7, act_min = 0, act_max = 255;
   std::vector<int8_t> weight;
   std::vector<int32_t> bias, mult, shift;
-  int64_t oh() const { return (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1; }
-  int64_t ow() const { return (w + 2 * pad - dil * (kw - 1) - 1) / stride + 1; }
+  int64_t pb() const { return pad_bottom < 0 ? pad : pad_bottom; }
+  int64_t pr() const { return pad_right < 0 ? pad : pad_right; }
+  int64_t sw() const { return stride_w < 0 ? stride : stride_w; }
+  int64_t oh() const { return (h + pad + pb() - dil * (kh - 1) - 1) / stride + 1; }
+  int64_t ow() const { return (w + pad + pr() - dil * (kw - 1) - 1) / sw() + 1; }
 };
 
 QConv random_conv(tiny::Rng& rng, QConv q) {
@@ -66,8 +71,8 @@ dsw::File conv_file(const QConv& q, std::vector<dsw::Attr> extra = {}, dsw::Tens
   const uint32_t m = f.add_typed_constant(dsw::typed_tensor("m", 4, {uint64_t(q.o)}, q.mult));
   const uint32_t s = f.add_typed_constant(dsw::typed_tensor("s", 4, {uint64_t(q.o)}, q.shift));
   const uint32_t c = f.add_activation("c", {q.n, q.o, q.oh(), q.ow()}, 3);
-  std::vector<dsw::Attr> attrs = {dsw::attr_ints("strides", {q.stride, q.stride}),
-                                  dsw::attr_ints("pads", {q.pad, q.pad, q.pad, q.pad}),
+  std::vector<dsw::Attr> attrs = {dsw::attr_ints("strides", {q.stride, q.sw()}),
+                                  dsw::attr_ints("pads", {q.pad, q.pad, q.pb(), q.pr()}),
                                   dsw::attr_ints("dilations", {q.dil, q.dil}),
                                   dsw::attr_int("group", q.group), dsw::attr_int("x_zero_point", q.x_zp),
                                   dsw::attr_int("y_zero_point", q.y_zp), dsw::attr_int("act_min", q.act_min),
@@ -108,7 +113,7 @@ std::vector<int64_t> expected_conv_u8(const QConv& q, const std::vector<float>& 
           for (int64_t ci = 0; ci < cg; ++ci)
             for (int64_t ky = 0; ky < q.kh; ++ky)
               for (int64_t kx = 0; kx < q.kw; ++kx) {
-                const int64_t iy = oy * q.stride - q.pad + ky * q.dil, ix = ox * q.stride - q.pad + kx * q.dil;
+                const int64_t iy = oy * q.stride - q.pad + ky * q.dil, ix = ox * q.sw() - q.pad + kx * q.dil;
                 const int64_t c = (o / og) * cg + ci;
                 const int64_t v = (iy < 0 || iy >= q.h || ix < 0 || ix >= q.w) ? q.x_zp
                                                                               : xq[size_t(((b * q.c + c) * q.h + iy) * q.w + ix)];
@@ -209,6 +214,21 @@ TEST(qconv2d_matches_integer_loops_at_every_isa) {
       // 196 and 49 output pixels: tiles of 7 pixels
       [] { QConv q; q.c = 64; q.o = 36; q.h = 14; q.w = 14; return q; }(),
       [] { QConv q; q.c = 128; q.o = 70; q.h = 7; q.w = 7; return q; }(),
+      // column stride 1 with both side pads: rows of W + max(pad_left, pad_right) (a row's right
+      // pad is the next row's left pad); unequal pads, row stride 2, 1x1 with pads, dilation, the
+      // taps packed (C not a multiple of 4) and the transposed GEMM
+      [] { QConv q; q.c = 8; q.o = 9; q.h = 9; q.w = 10; q.pad_right = 2; q.pad_bottom = 0; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 11; q.h = 11; q.w = 13; q.pad = 2; q.pad_right = 1; q.stride = 2; q.stride_w = 1; return q; }(),
+      [] { QConv q; q.c = 3; q.o = 7; q.h = 7; q.w = 12; q.pad_right = 3; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 12; q.o = 5; q.h = 5; q.w = 6; q.kh = q.kw = 1; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 6; q.h = 10; q.w = 17; q.dil = 2; q.pad = 2; q.pad_right = 1; return q; }(),
+      [] { QConv q; q.c = 64; q.o = 36; q.h = 9; q.w = 8; q.pad_right = 2; return q; }(),
+      // rows of 16 or more output pixels: the GEMM's columns are the pixels (row ends inside and
+      // at the edges of vectors), stride 2, dilation
+      [] { QConv q; q.c = 8; q.o = 10; q.h = 7; q.w = 16; return q; }(),
+      [] { QConv q; q.c = 4; q.o = 9; q.h = 9; q.w = 24; q.pad_right = 0; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 12; q.o = 17; q.h = 11; q.w = 41; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 8; q.h = 12; q.w = 35; q.dil = 2; q.pad = 2; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);
@@ -230,6 +250,8 @@ TEST(qconv2d_threads_split_the_same_way_bit_for_bit) {
       [] { QConv q; q.c = 8; q.o = 45; q.h = 5; q.w = 5; return q; }(),
       [] { QConv q; q.c = 8; q.o = 45; q.h = 9; q.w = 9; q.stride = 2; return q; }(),
       [] { QConv q; q.c = 64; q.o = 70; q.h = 12; q.w = 13; return q; }(),
+      [] { QConv q; q.c = 96; q.o = 20; q.h = 30; q.w = 31; q.pad_right = 2; q.stride_w = 1; q.stride = 2; return q; }(),
+      [] { QConv q; q.c = 64; q.o = 24; q.h = 33; q.w = 56; return q; }(),
   };
   for (const QConv& shape : shapes) {
     const QConv q = random_conv(rng, shape);
@@ -287,6 +309,7 @@ TEST(qconv2d_fused_qadd_is_bit_identical_to_the_two_nodes) {
       // channel quads in place with tiles across grid rows, and 12 rows (a partial row tile)
       [] { QConv q; q.c = 16; q.o = 16; q.h = 20; q.w = 23; q.act_min = 9; return q; }(),
       [] { QConv q; q.c = 12; q.o = 12; q.h = 5; q.w = 37; q.n = 2; return q; }(),
+      [] { QConv q; q.c = 8; q.o = 8; q.h = 9; q.w = 56; return q; }(),
   };
   int shape_index = 0;
   for (const QConv& shape : shapes) {
@@ -766,6 +789,77 @@ TEST(qs8_gemm_matches_the_formula_at_tile_edges) {
             return;
           }
         }
+  }
+}
+
+// QGemmParams::pixel_cols: the columns are output pixels t, read in place (x_offsets) at their
+// grid position t + (t / out_w) * (grid_w - out_w) and stored at y[i * stride + t]; vectors that
+// meet a row's end at every lane, partial last tiles, a qadd in the epilogue.
+TEST(qs8_gemm_pixel_columns_match_the_formula) {
+  const auto levels = simd_levels();
+  if (levels.empty()) SKIP("no int8 SIMD level on this CPU");
+  tiny::Rng rng(31);
+  for (const Level& lv : levels) {
+    const ds::QGemmKernels& g = *lv.k->gemm;
+    if (!g.pixel_cols) continue;
+    for (int rep = 0; rep < 60; ++rep) {
+      const int64_t m = 1 + int64_t(rng.uniform(0, 19.99f)), groups = 1 + int64_t(rng.uniform(0, 12.99f)), k = 4 * groups;
+      const int64_t out_w = 16 + int64_t(rng.uniform(0, 50.99f)), grid_w = out_w + int64_t(rng.uniform(0, 3.99f));
+      const int64_t grid0 = int64_t(rng.uniform(0, float(3 * out_w))), n = 1 + int64_t(rng.uniform(0, 140.99f));
+      const int64_t end = grid0 + n, positions = end + (end / out_w + 1) * (grid_w - out_w) + 64;
+      // Each depth group its own run of [position][4] bytes.
+      std::vector<int64_t> xoff;
+      for (int64_t q = 0; q < groups; ++q) xoff.push_back(q * positions * 4);
+      std::vector<uint8_t> x(size_t(groups * positions * 4 + 64));
+      for (auto& v : x) v = uint8_t(rng.uniform(0, 255.99f));
+      std::vector<int8_t> w(size_t(m * k));
+      for (auto& v : w) v = int8_t(int(rng.uniform(0, 255.99f)) - 128);
+      std::vector<int32_t> bias(static_cast<size_t>(m)), mult(static_cast<size_t>(m)), shift(static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) {
+        bias[size_t(i)] = int32_t(rng.uniform(-1e5f, 1e5f));
+        mult[size_t(i)] = int32_t(rng.uniform(0, 2147483520.0f));
+        shift[size_t(i)] = rand_shift(rng);
+      }
+      std::vector<uint8_t> pw(size_t(g.packed_w_bytes(m, k)));
+      g.pack_w(m, k, w.data(), pw.data());
+      const int64_t stride = end + 3;
+      std::vector<uint8_t> y(size_t(m * stride), 0xAB), want = y, residual(y.size());
+      for (auto& v : residual) v = uint8_t(rng.uniform(0, 255.99f));
+      ds::QGemmParams p;
+      p.m = m, p.n = n, p.k = k, p.w = pw.data(), p.x = x.data(), p.x_offsets = xoff.data();
+      p.y = y.data(), p.y_row_stride = stride, p.ch = {bias.data(), mult.data(), shift.data()};
+      p.out = {int32_t(rng.uniform(0, 255.99f)), 0, 255};
+      p.grid_w = grid_w, p.out_w = out_w, p.grid0 = grid0, p.pixel_cols = true;
+      const bool with_add = g.fused_add && rep % 2 == 1;
+      ds::QAddParams qa{int32_t(rng.uniform(0, 255)), int32_t(rng.uniform(0, 255)), int64_t(rng.uniform(0, 2147483520.0f)),
+                        int64_t(rng.uniform(0, 2147483520.0f)), int32_t(rng.uniform(-2, 3)), {int32_t(rng.uniform(0, 255)), 0, 255}};
+      if (with_add) {
+        CHECK(ds::qu8_qadd_split(qa, p.add));
+        p.residual = residual.data(), p.add_out = qa.out;
+      }
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t t = grid0; t < end; ++t) {
+          const int64_t q = t + t / out_w * (grid_w - out_w);
+          int64_t acc = bias[size_t(i)];
+          for (int64_t kk = 0; kk < k; ++kk)
+            acc += int64_t(w[size_t(i * k + kk)]) * x[size_t(xoff[size_t(kk / 4)] + 4 * q + kk % 4)];
+          int64_t v = ds::qu8_clamp(p.out.y_zp + ds::qu8_requant(acc, mult[size_t(i)], shift[size_t(i)]), 0, 255);
+          if (with_add) {
+            const int64_t sum = (v - qa.a_zp) * qa.a_mult + (int64_t(residual[size_t(i * stride + t)]) - qa.b_zp) * qa.b_mult;
+            v = ds::qu8_clamp(qa.out.y_zp + ds::qu8_round_shift(sum, 31 + qa.shift), 0, 255);
+          }
+          want[size_t(i * stride + t)] = uint8_t(v);
+        }
+      g.gemm(p);
+      if (y != want) {
+        harness::record_failure(__FILE__, __LINE__, std::string(lv.name) + " pixel-column gemm differs at m=" +
+                                                        std::to_string(m) + " n=" + std::to_string(n) + " k=" +
+                                                        std::to_string(k) + " out_w=" + std::to_string(out_w) +
+                                                        " grid_w=" + std::to_string(grid_w) + " grid0=" +
+                                                        std::to_string(grid0));
+        return;
+      }
+    }
   }
 }
 
@@ -1271,7 +1365,7 @@ TEST(u8_gather_row_and_interleave4_match_a_plain_loop) {
   for (const Level& lv : levels) {
     const ds::QGemmKernels& g = *lv.k->gemm;
     for (int64_t stride = 1; stride <= 3; ++stride)
-      for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 58, 63, 64, 65, 100, 128, 130}) {
+      for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 57, 58, 63, 64, 65, 100, 128, 130}) {
         const std::string where = std::string(lv.name) + " n=" + std::to_string(n) + " stride=" + std::to_string(stride);
         // Each source row ends right after its last read byte.
         std::vector<std::vector<uint8_t>> rows(4, std::vector<uint8_t>(size_t((n - 1) * stride + 1)));
@@ -1285,11 +1379,19 @@ TEST(u8_gather_row_and_interleave4_match_a_plain_loop) {
           CHECK_MSG(got == want, "gather_row differs at " + where);
         }
         if (g.interleave4) {
-          std::vector<uint8_t> want(size_t(4 * n) + 8, 0xCD), got(want);
-          for (int64_t j = 0; j < n; ++j)
-            for (int r = 0; r < 4; ++r) want[size_t(4 * j + r)] = src[r][j * stride];
-          g.interleave4(n, src, stride, got.data());
-          CHECK_MSG(got == want, "interleave4 differs at " + where);
+          // Columns [lo, hi) from the rows (whole, or with padding columns of x_zp on either side).
+          for (int pads = 0; pads < 4; ++pads) {
+            const int64_t lo = pads & 1 ? 1 + int64_t(rng.uniform(0, 2.99f)) : 0;
+            const int64_t hi = pads & 2 ? std::max(lo, n - 1 - int64_t(rng.uniform(0, 2.99f))) : n;
+            const int32_t zp = int32_t(rng.uniform(0, 255.99f));
+            std::vector<uint8_t> want(size_t(4 * n) + 8, 0xCD), got(want);
+            for (int64_t j = 0; j < n; ++j)
+              for (int r = 0; r < 4; ++r)
+                want[size_t(4 * j + r)] = j >= lo && j < hi ? src[r][(j - lo) * stride] : uint8_t(zp);
+            g.interleave4(n, lo, hi, src, stride, zp, got.data());
+            CHECK_MSG(got == want, "interleave4 differs at " + where + " lo=" + std::to_string(lo) + " hi=" +
+                                       std::to_string(hi));
+          }
         }
       }
   }

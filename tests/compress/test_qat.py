@@ -297,3 +297,53 @@ def test_complete_ranges_covers_a_flatten_before_the_first_layer():
     assert full["0"] == ranges["input"]
     out = run_quantized(quantize_graph(graph, ranges=full), x.numpy())
     assert np.abs(out - qm.eval()(x).detach().numpy()).max() <= act_qparams(*ranges["output"])[0] * 1.01
+
+
+def test_int16_layers_are_simulated_as_i16_and_the_integer_reference_agrees():
+    from deepslim.frontends.torch import from_torch
+    from deepslim.ir.passes import optimize
+    from deepslim.quant import quantize_graph, run_quantized
+    from deepslim.quant.params import choose_qparams_i16
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 3)).eval()
+    x = torch.randn(256, 12)
+    reference = net(x).detach().numpy()
+    graph = optimize(from_torch(net, torch.zeros(1, 12)))
+    errors = {}
+    for wide in ([], ["0", "2", "4"]):
+        qm = prepare_qat(net, int16=wide)
+        assert {f.bits for f in act_quantizers(qm)} == ({16} if wide else {8})
+        calibrate(qm, x.numpy())
+        simulated = qm.eval()(x).detach().numpy()
+        ranges = convert(qm)
+        qgraph = quantize_graph(graph, ranges=complete_ranges(graph, ranges), int16=wide)
+        integer = run_quantized(qgraph, x.numpy())
+        step = choose_qparams_i16(*ranges["output"])[0] if wide else act_qparams(*ranges["output"])[0]
+        # float vs fixed-point rounding only: mostly the same code, else a step or two (carried through layers)
+        assert np.abs(integer - simulated).max() <= step * 3.01
+        assert (np.abs(integer - simulated) < step / 2).mean() > 0.7
+        errors[bool(wide)] = np.abs(simulated - reference).mean()
+    assert errors[True] < errors[False] / 2  # what is left is the int8 weights' error
+    with pytest.raises(ValueError, match="int16: unknown layer"):
+        prepare_qat(net, int16=["nope"])
+
+
+def test_qat_with_activation_bits_16_trains_the_layers_in_i16(monkeypatch):
+    import deepslim.train
+
+    torch.set_num_threads(1)
+    fit, seen = deepslim.train.fit, {}
+
+    def spy(qm, *args, **kwargs):
+        seen[qm] = {f.value_name: f.bits for f in act_quantizers(qm) if f.enabled}
+        return fit(qm, *args, **kwargs)
+
+    monkeypatch.setattr(deepslim.train, "fit", spy)
+    config = QATConfig(epochs=1, calib_samples=64, train={"lr": 1e-3, "batch_size": 32})
+    quantization_aware_training(_net(), config, _toy_data(), keep_fp32=["fc"], activation_bits=16, progress=False)
+    quantization_aware_training(_net(), config, _toy_data(), int16=["fc"], progress=False)
+    wide, one = seen.values()
+    # conv and conv2 run 16x8; the input is read by conv alone, the rest also by u8 ops (add, pool)
+    assert wide == {"input": 16, "relu": 8, "conv2": 8, "add": 8}
+    assert one == {"input": 8, "relu": 8, "conv2": 8, "add": 8, "output": 16}

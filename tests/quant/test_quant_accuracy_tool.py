@@ -35,6 +35,11 @@ def test_cache_names_and_method_validation():
     assert tool.parse_args(["--skip", "fp32,qat"]).skip == {"fp32", "qat"}
     with pytest.raises(SystemExit):
         tool.parse_args(["--skip", "training"])
+    assert tool.parse_args([]).activation_bits == [8]
+    assert tool.parse_args(["--activation-bits", "8,16"]).activation_bits == [8, 16]
+    for bad in ("4", "", "8,x"):
+        with pytest.raises(SystemExit):
+            tool.parse_args(["--activation-bits", bad])
 
 
 def test_measures_ptq_and_qat_and_reuses_the_checkpoint(tmp_path, monkeypatch, capsys):
@@ -95,9 +100,13 @@ def test_measures_ptq_and_qat_and_reuses_the_checkpoint(tmp_path, monkeypatch, c
     if runtime_available() is not None:
         pytest.skip(f"native runtime not available: {runtime_available()}")
     argv3 = argv[:-5] + ["--methods", "minmax", "--skip", "fp32,ptq-sim,qat", "--engine", "runtime", "--check", "200",
-                         "--out", str(tmp_path / "out3"), "--quiet"]
+                         "--activation-bits", "8,16", "--out", str(tmp_path / "out3"), "--quiet"]
     assert tool.main(argv3) == 0
     (native,) = (tmp_path / "out3").glob("*.json")
     native = json.loads(native.read_text())
     assert native["int8_engine"] == "runtime"
-    assert native["accuracy"] == {"ptq_int8_minmax": acc["ptq_int8_minmax"]}
+    assert set(native["accuracy"]) == {"ptq_int8_minmax", "ptq_int16_minmax"}
+    assert native["accuracy"]["ptq_int8_minmax"] == acc["ptq_int8_minmax"]
+    # 16x8 with the runtime's outputs checked against run_quantized's, as for int8
+    y16 = run_quantized(quantize_graph(graph, calib=splits["train"][0][:64], method="minmax", activation_bits=16), tx)
+    assert native["accuracy"]["ptq_int16_minmax"] == float((y16.argmax(1) == ty).mean() * 100)

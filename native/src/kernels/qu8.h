@@ -141,6 +141,11 @@ struct QGemmParams {
   // stored at y[i * y_row_stride + q - (q / grid_w) * (grid_w - out_w)] when q % grid_w < out_w,
   // dropped otherwise (the columns a convolution computes past its output rows, State::shifted).
   int64_t grid_w = 0, out_w = 0, grid0 = 0;
+  // With grid_w and x_offsets, and out_w >= 16 (levels with QGemmKernels::pixel_cols): column j
+  // is output pixel t = grid0 + j instead, read at its grid position q = t + (t / out_w) *
+  // (grid_w - out_w) (x_offsets[g] + 4 * q from x) and stored at y[i * y_row_stride + t], so
+  // no column is computed and dropped.
+  bool pixel_cols = false;
   // Non-null (levels with QGemmKernels::fused_add): a qadd runs in the epilogue, on the clamped u8
   // result c as its operand a and the residual byte r at y's offset from `residual` as b,
   //   y = clamp(qu8_qadd_split_eval(add, c, r), add_out.act_min, add_out.act_max)
@@ -169,15 +174,18 @@ struct QGemmKernels {
   void (*pack_x_rows)(int64_t k, int64_t n, const uint8_t* x, const int64_t* row_offsets, void* dst) = nullptr;
   // dst[j] = src[j * stride] for j < n (the columns of a phase plane); null: a plain loop.
   void (*gather_row)(int64_t n, const uint8_t* src, int64_t stride, uint8_t* dst) = nullptr;
-  // dst[4 * j + r] = s[r][j * stride] for j < n, r < 4 (four rows interleaved, the layout that
-  // QGemmParams::x_offsets reads); null: the GEMM does not take x_offsets.
-  void (*interleave4)(int64_t n, const uint8_t* const s[4], int64_t stride, uint8_t* dst) = nullptr;
+  // A padded row of four channels interleaved (the layout that QGemmParams::x_offsets reads):
+  // dst[4 * j + r] = s[r][(j - lo) * stride] for lo <= j < hi, x_zp for the other j < n (r < 4;
+  // 0 <= lo <= hi <= n; s[r] is the input for column lo). Null: the GEMM does not take x_offsets.
+  void (*interleave4)(int64_t n, int64_t lo, int64_t hi, const uint8_t* const s[4], int64_t stride, int32_t x_zp,
+                      uint8_t* dst) = nullptr;
   // The transposed form for few pixels and a deep K (QGemmTParams); null: not available.
   int64_t (*packed_wt_bytes)(int64_t m, int64_t k) = nullptr;
   void (*pack_wt)(int64_t m, int64_t k, const int8_t* w, void* dst) = nullptr;
   void (*gemm_t)(const struct QGemmTParams& p) = nullptr;
   bool grid_out = false;  // gemm takes QGemmParams::grid_w
   bool fused_add = false;  // gemm takes QGemmParams::residual
+  bool pixel_cols = false;  // gemm takes QGemmParams::pixel_cols
 };
 
 // Output channels in the vector lanes (panels of 32, weights packed [panel][k/4][32][4]) and

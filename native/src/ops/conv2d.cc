@@ -723,8 +723,10 @@ bool images_per_thread(const State* s, int64_t batch, int threads) {
 // Depthwise 3x3 -> 1x1 run in bands of output rows of the depthwise (run_depthwise_1x1): per
 // band the depthwise writes every channel's rows into a thread's slice of the workspace, and
 // the 1x1 GEMM reads them from there while they are in L2, instead of the whole tensor going
-// out to L3 and back. Fused where that tensor is at least the L2 size per image (MobileNet V2's
-// first three blocks, 1.2-1.8 MB); on its 28x28 blocks (0.45-0.6 MB) fusing measured level.
+// out to L3 and back. Fused where that tensor or the depthwise's input is at least the L2 size
+// per image (MobileNet V2's first four blocks, 1.2-1.8 MB; the fourth's input only, 144 x 56 x
+// 56 at stride 2, which pays with its expand fused too); on its 28x28 blocks (0.45-0.6 MB)
+// fusing measured level.
 // Bands of 16 rows measured level with 8, 4 slower. An expanding 1x1 before the depthwise
 // whose output is that large too runs band by band as well (its rows under the depthwise's
 // window: the rows two bands share are computed twice).
@@ -1047,8 +1049,8 @@ bool fusable_1x1(const OpParams& p, const State* s) {
 }
 
 // fuse_producer: a direct 1x1 after a depthwise 3x3 whose output rows are wide enough for the
-// row kernels (at least 16) and whose output is large (kFuseMinFloats per image); then, as the
-// depthwise's producer, an expanding direct 1x1 whose output is that large too.
+// row kernels (at least 16) and whose output or input is large (kFuseMinFloats per image); then,
+// as the depthwise's producer, an expanding direct 1x1 whose output is that large too.
 bool fuse_producer(const OpParams& p, const void* state, const OpParams& dp, const void* dstate,
                    const std::vector<const Shape*>& din, OpParams* fused) {
   const State* ds = static_cast<const State*>(dstate);
@@ -1066,7 +1068,7 @@ bool fuse_producer(const OpParams& p, const void* state, const OpParams& dp, con
   if (ds->path != Path::kDepthwise3x3 || x[1] != dp.group) return false;
   const int64_t oh = window_output_size(x[2], dp.pads[0], dp.pads[2], 3, dp.strides[0], 1, false);
   const int64_t ow = window_output_size(x[3], dp.pads[1], dp.pads[3], 3, dp.strides[1], 1, false);
-  if (ow < 16 || x[1] * oh * ow < kFuseMinFloats) return false;
+  if (ow < 16 || std::max(oh * ow, x[2] * x[3]) * x[1] < kFuseMinFloats) return false;
   dw.on = true;
   dw.stride = dp.strides[0];
   dw.pad_top = dp.pads[0], dw.pad_left = dp.pads[1];

@@ -88,7 +88,8 @@ struct State {
   // (ky, kx) of channel c is the byte at q + row_offsets[(c, ky, kx)]: packed in place, no
   // im2col. Phase (a, b) of a channel holds the padded input's rows a, a + stride_h, ... and
   // columns b, b + stride_w, ... (hq x wq); with stride 1 there is one phase, the padded plane.
-  // Grid columns ox >= ow are computed and dropped when copying out.
+  // Grid columns ox >= ow are computed and dropped when copying out (not with pixel columns,
+  // below).
   bool shifted = false;
   int64_t hq = 0, wq = 0, phases = 0;  // phase plane size; phases used per channel
   std::vector<int32_t> phase_of;       // per (a, b): its index among the used phases, or -1
@@ -96,7 +97,8 @@ struct State {
   // Shifted with C/group a multiple of 4 on levels with interleave4: the phase planes hold four
   // channels interleaved ([quad][phase][pixel][4]) and the GEMM reads them in place through
   // x_offsets (one per depth group: a channel quad at one tap), no packing; the weights' depth is
-  // ordered (quad, tap, channel in quad) to match.
+  // ordered (quad, tap, channel in quad) to match. With rows of >= 16 output pixels the GEMM's
+  // columns are the output pixels (QGemmParams::pixel_cols), none computed and dropped.
   bool implicit = false;
   std::vector<int64_t> x_offsets;
   // Implicit with few output pixels and a deep K (ResNet's 14x14 and 7x7 layers): the transposed
@@ -122,11 +124,18 @@ constexpr int64_t kPrefetchRows = 4;
 int64_t workspace_bytes(const State& s, int threads) { return (s.padded_bytes + 63) / 64 * 64 + s.ws_bytes * threads; }
 
 // State::hq, wq, phases, phase_of and row_offsets (see State::shifted) for an input of dims xd,
-// cg channels a group and a kh x kw window.
-void set_phases(const OpParams& p, const Shape& xd, int64_t cg, int64_t kh, int64_t kw, State& s) {
+// cg channels a group, a kh x kw window and ow output columns.
+void set_phases(const OpParams& p, const Shape& xd, int64_t cg, int64_t kh, int64_t kw, int64_t ow,
+                bool shared_pad_columns, State& s) {
   const int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilations[0], dw = p.dilations[1];
   s.hq = (xd[2] + p.pads[0] + p.pads[2] + sh - 1) / sh;
   s.wq = (xd[3] + p.pads[1] + p.pads[3] + sw - 1) / sw;
+  // shared_pad_columns, column stride 1: a row's right padding is the next row's left padding
+  // (both x_zp), so the rows need W + max(pad_left, pad_right) columns, not W + both pads: every
+  // grid row computes one dropped column fewer (3x3 pad 1 at 56 columns: 57 instead of 58). A tap
+  // reading past a row's end lands on the next row's (or the next plane's, or the slack's) first
+  // pad_left columns, which hold x_zp in every row.
+  if (shared_pad_columns && sw == 1) s.wq = std::max(ow, xd[3] + std::max(p.pads[1], p.pads[3]));
   s.phase_of.assign(size_t(sh * sw), -1);
   for (int64_t ky = 0; ky < kh; ++ky)
     for (int64_t kx = 0; kx < kw; ++kx) {
@@ -161,7 +170,9 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       // panel is packed from rows read in place; the grid columns ox >= ow are computed and not
       // stored. An i16 input with stride 1 and no padding is its own (single) phase plane.
       const Shape& xd = *in[0].dims;
-      set_phases(p, xd, wd[1], wd[2], wd[3], *s);
+      // Each row with both its pads: the masked loads of pack_rows read nothing past the planes.
+      const int64_t ow = window_output_size(xd[3], p.pads[1], p.pads[3], wd[3], p.strides[1], p.dilations[1], false);
+      set_phases(p, xd, wd[1], wd[2], wd[3], ow, false, *s);
       s->q16_input = {xd[1], xd[2], xd[3]};
       const bool in_place = in[0].dtype == kDtypeI16 && s->phases == 1 && s->hq == xd[2] && s->wq == xd[3];
       s->padded_bytes = in_place ? 0 : xd[1] * s->phases * s->hq * s->wq * 2;
@@ -225,7 +236,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     int64_t pixels = oh * ow;
     if (s->shifted) {
       const int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilations[0], dw = p.dilations[1];
-      set_phases(p, xd, cg, kh, kw, *s);
+      set_phases(p, xd, cg, kh, kw, ow, true, *s);
       const int64_t plane = s->hq * s->wq;
       if (s->implicit)
         for (int64_t c4 = 0; c4 < cg / 4; ++c4)
@@ -362,29 +373,31 @@ void fill_phases(const State& s, const Conv2dParams& c, RowFn&& row, T* planes, 
   }
 }
 
-// fill_phases for State::implicit: channel quads [q0, q1), four channels interleaved.
+// fill_phases for State::implicit: channel quads [q0, q1), four channels interleaved. Every byte
+// of their planes is written once: the padding rows by memset, each other row whole by
+// interleave4 (its padding columns included), so no pass over the planes sets x_zp first.
 void fill_phases4(const State& s, const Conv2dParams& c, int32_t x_zp, const uint8_t* x, uint8_t* planes, int64_t q0,
                   int64_t q1) {
-  const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq;
-  std::memset(planes + q0 * 4 * s.phases * plane, x_zp, size_t((q1 - q0) * 4 * s.phases * plane));
-  for (int64_t a = 0; a < sh; ++a)
-    for (int64_t b = 0; b < sw; ++b) {
-      const int32_t phase = s.phase_of[size_t(a * sw + b)];
-      if (phase < 0) continue;
-      const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
-      const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
-      const int64_t i0 = std::min(s.hq, std::max<int64_t>(0, (c.pad_top - a + sh - 1) / sh));
-      const int64_t i1 = std::max(i0, std::min(s.hq, (c.h + c.pad_top - a + sh - 1) / sh));
-      for (int64_t c4 = q0; c4 < q1; ++c4) {
-        uint8_t* dst = planes + ((c4 * s.phases + phase) * plane + j0) * 4;
+  const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq, row_bytes = s.wq * 4;
+  for (int64_t c4 = q0; c4 < q1; ++c4)
+    for (int64_t a = 0; a < sh; ++a)
+      for (int64_t b = 0; b < sw; ++b) {
+        const int32_t phase = s.phase_of[size_t(a * sw + b)];
+        if (phase < 0) continue;
+        const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
+        const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
+        const int64_t i0 = std::min(s.hq, std::max<int64_t>(0, (c.pad_top - a + sh - 1) / sh));
+        const int64_t i1 = std::max(i0, std::min(s.hq, (c.h + c.pad_top - a + sh - 1) / sh));
+        uint8_t* dst = planes + (c4 * s.phases + phase) * plane * 4;
+        std::memset(dst, x_zp, size_t(i0 * row_bytes));
+        std::memset(dst + i1 * row_bytes, x_zp, size_t((s.hq - i1) * row_bytes));
         const uint8_t* src = x + c4 * 4 * c.h * c.w + sw * j0 + b - c.pad_left;
         for (int64_t i = i0; i < i1; ++i) {
           const uint8_t* in = src + (sh * i + a - c.pad_top) * c.w;
           const uint8_t* rows[4] = {in, in + c.h * c.w, in + 2 * c.h * c.w, in + 3 * c.h * c.w};
-          s.gemm->interleave4(j1 - j0, rows, sw, dst + i * s.wq * 4);
+          s.gemm->interleave4(s.wq, j0, j1, rows, sw, x_zp, dst + i * row_bytes);
         }
       }
-    }
 }
 
 // The path of State::shifted.
@@ -396,15 +409,18 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
   const int64_t group_planes = cg * s.phases * s.hq * s.wq, in_plane = c.h * c.w, pixels = c.oh * c.ow;
-  const int64_t grid = (c.oh - 1) * s.wq + c.ow;
-  const int64_t col_tasks = (grid + s.chunk - 1) / s.chunk;
+  // Channel quads read in place with rows of 16 or more pixels: the GEMM's columns are the output
+  // pixels themselves (QGemmParams::pixel_cols), none computed and dropped; else the grid.
+  const bool by_pixel = s.implicit && g.grid_out && g.pixel_cols && c.ow >= 16;
+  const int64_t grid = (c.oh - 1) * s.wq + c.ow, columns = by_pixel ? pixels : grid;
+  const int64_t col_tasks = (columns + s.chunk - 1) / s.chunk;
   const int64_t m_tiles = (og + g.mr - 1) / g.mr;
   const int64_t m_blocks = std::min<int64_t>(m_tiles, std::max<int64_t>(1, (threads + col_tasks - 1) / col_tasks));
   const int64_t m_per = (m_tiles + m_blocks - 1) / m_blocks * g.mr;
   const int64_t staging = g.grid_out ? 0 : ((og + g.mr - 1) / g.mr * g.mr * s.chunk + 63) / 64 * 64;
   for (int64_t b = 0; b < c.n; ++b) {
-    // The slack past the last plane is read by dropped columns only; channels split between
-    // the threads.
+    // The slack past the last plane is read by dropped columns and by the last row's taps past
+    // its end (as x_zp padding); channels split between the threads.
     const int64_t planes_bytes = c.c * s.phases * s.hq * s.wq;
     std::memset(padded + planes_bytes, q.x_zp, size_t(s.padded_bytes - planes_bytes));
     const int64_t image = b * c.c * in_plane;
@@ -464,15 +480,16 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
       const uint8_t* wg = s.packed_w.data() + gi * s.group_bytes;
       parallel(pool, col_tasks * m_blocks, [&](int64_t t, int thread) {
         const int64_t col = t / m_blocks, mb = t % m_blocks;
-        const int64_t p0 = col * s.chunk, p1 = std::min(grid, p0 + s.chunk);
+        const int64_t p0 = col * s.chunk, p1 = std::min(columns, p0 + s.chunk);
         const int64_t m0 = mb * m_per, m1 = std::min(og, m0 + m_per);
         if (m0 >= m1) return;
         uint8_t* out = ws + thread * s.ws_bytes;
         uint8_t* packed = out + staging;
         QGemmParams gp;
         if (s.implicit) {
-          gp.x = xg + p0 * 4;
+          gp.x = by_pixel ? xg : xg + p0 * 4;
           gp.x_offsets = s.x_offsets.data();
+          gp.pixel_cols = by_pixel;
         } else {
           g.pack_x_rows(k, p1 - p0, xg + p0, s.row_offsets.data(), packed);
           gp.x = packed;
@@ -488,7 +505,7 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
           const bool added = fuse && fuse->into(gp);
           g.gemm(gp);
           if (fuse && !added) {  // the block's output pixels, contiguous in each channel
-            auto out_pixel = [&](int64_t grid) { return grid / s.wq * c.ow + std::min(grid % s.wq, c.ow); };
+            auto out_pixel = [&](int64_t q) { return by_pixel ? q : q / s.wq * c.ow + std::min(q % s.wq, c.ow); };
             const int64_t o0 = out_pixel(p0), o1 = out_pixel(p1);
             for (int64_t i = m0; i < m1; ++i) (*fuse)(yg + i * pixels + o0, yg + i * pixels + o0, o1 - o0);
           }

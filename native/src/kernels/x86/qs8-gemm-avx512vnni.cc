@@ -33,6 +33,24 @@ constexpr auto pack_w = qs8_pack_w<kMr, kKr>;
 
 int64_t packed_x_bytes(int64_t k, int64_t n) { return (n + kNr - 1) / kNr * kNr * groups(k) * kKr; }
 
+// 64 columns of four rows interleaved bytewise: v[i] = columns 16i .. 16i + 15 as [column][4].
+// 512-bit unpacks of the rows, then a 4x4 transpose of their 128-bit lanes.
+inline void interleave4x64(__m512i r0, __m512i r1, __m512i r2, __m512i r3, __m512i v[4]) {
+  const __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
+  const __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
+  // Lane L of u_j: columns 16L + 4j .. 16L + 4j + 3, four bytes each.
+  const __m512i u0 = _mm512_unpacklo_epi16(t0, t2), u1 = _mm512_unpackhi_epi16(t0, t2);
+  const __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);
+  const __m512i w0 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i w1 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i w2 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512i w3 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(3, 2, 3, 2));
+  v[0] = _mm512_shuffle_i32x4(w0, w1, _MM_SHUFFLE(2, 0, 2, 0));
+  v[1] = _mm512_shuffle_i32x4(w0, w1, _MM_SHUFFLE(3, 1, 3, 1));
+  v[2] = _mm512_shuffle_i32x4(w2, w3, _MM_SHUFFLE(2, 0, 2, 0));
+  v[3] = _mm512_shuffle_i32x4(w2, w3, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
 // Packs x (k, n) whose row kk starts at row(kk): four rows are interleaved bytewise into
 // [column][4], 64 columns (two panels) at a time with 512-bit unpacks and a 4x4 transpose of their
 // 128-bit lanes, the rest 16 columns at a time; masked loads give the zeros past n and past k.
@@ -45,25 +63,17 @@ void pack_x_impl(int64_t k, int64_t n, RowFn row, void* dst) {
     const int64_t col0 = q * kNr;
     for (int64_t g = 0; g < g_count; ++g) {
       const int64_t k0 = g * kKr;
-      const __m512i r0 = _mm512_loadu_si512(row(k0) + col0);
-      const __m512i r1 = k0 + 1 < k ? _mm512_loadu_si512(row(k0 + 1) + col0) : _mm512_setzero_si512();
-      const __m512i r2 = k0 + 2 < k ? _mm512_loadu_si512(row(k0 + 2) + col0) : _mm512_setzero_si512();
-      const __m512i r3 = k0 + 3 < k ? _mm512_loadu_si512(row(k0 + 3) + col0) : _mm512_setzero_si512();
-      const __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
-      const __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
-      // Lane L of u_j: columns 16L + 4j .. 16L + 4j + 3, four bytes each.
-      const __m512i u0 = _mm512_unpacklo_epi16(t0, t2), u1 = _mm512_unpackhi_epi16(t0, t2);
-      const __m512i u2 = _mm512_unpacklo_epi16(t1, t3), u3 = _mm512_unpackhi_epi16(t1, t3);
-      const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(1, 0, 1, 0));
-      const __m512i v1 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(1, 0, 1, 0));
-      const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 2, 3, 2));
-      const __m512i v3 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(3, 2, 3, 2));
+      __m512i v[4];
+      interleave4x64(_mm512_loadu_si512(row(k0) + col0),
+                     k0 + 1 < k ? _mm512_loadu_si512(row(k0 + 1) + col0) : _mm512_setzero_si512(),
+                     k0 + 2 < k ? _mm512_loadu_si512(row(k0 + 2) + col0) : _mm512_setzero_si512(),
+                     k0 + 3 < k ? _mm512_loadu_si512(row(k0 + 3) + col0) : _mm512_setzero_si512(), v);
       uint8_t* o0 = d + (q * g_count + g) * kNr * kKr;        // columns 0..31
       uint8_t* o1 = d + ((q + 1) * g_count + g) * kNr * kKr;  // columns 32..63
-      _mm512_storeu_si512(o0, _mm512_shuffle_i32x4(v0, v1, _MM_SHUFFLE(2, 0, 2, 0)));
-      _mm512_storeu_si512(o0 + 64, _mm512_shuffle_i32x4(v0, v1, _MM_SHUFFLE(3, 1, 3, 1)));
-      _mm512_storeu_si512(o1, _mm512_shuffle_i32x4(v2, v3, _MM_SHUFFLE(2, 0, 2, 0)));
-      _mm512_storeu_si512(o1 + 64, _mm512_shuffle_i32x4(v2, v3, _MM_SHUFFLE(3, 1, 3, 1)));
+      _mm512_storeu_si512(o0, v[0]);
+      _mm512_storeu_si512(o0 + 64, v[1]);
+      _mm512_storeu_si512(o1, v[2]);
+      _mm512_storeu_si512(o1 + 64, v[3]);
     }
   }
   for (; q < panels; ++q) {
@@ -186,30 +196,56 @@ void gather_row(int64_t n, const uint8_t* src, int64_t stride, uint8_t* dst) {
   }
 }
 
-// Four rows interleaved bytewise, 16 columns at a time (stride 2: the even bytes of 32, vpmovwb).
-void interleave4(int64_t n, const uint8_t* const s[4], int64_t stride, uint8_t* dst) {
+// A padded row of four channels interleaved bytewise (QGemmKernels::interleave4): 64 columns
+// per step, the rows loaded under the mask of the columns in [lo, hi) (x_zp elsewhere), stride 2
+// as the even bytes of two 64-byte loads (vpmovwb), then interleave4x64.
+void interleave4(int64_t n, int64_t lo, int64_t hi, const uint8_t* const s[4], int64_t stride, int32_t x_zp,
+                 uint8_t* dst) {
   if (stride > 2) {
     for (int64_t j = 0; j < n; ++j)
-      for (int r = 0; r < 4; ++r) dst[4 * j + r] = s[r][j * stride];
+      for (int r = 0; r < 4; ++r) dst[4 * j + r] = j >= lo && j < hi ? s[r][(j - lo) * stride] : uint8_t(x_zp);
     return;
   }
-  for (int64_t j = 0; j < n; j += 16) {
-    const int64_t cnt = std::min<int64_t>(16, n - j);
-    __m128i r[4];
-    if (stride == 1) {
-      const __mmask16 m = qu8_mask16(cnt);
-      for (int i = 0; i < 4; ++i) r[i] = _mm_maskz_loadu_epi8(m, s[i] + j);
-    } else {
-      // Bytes 0 .. 2 * cnt - 2 are read; the last odd byte may lie past the row.
-      const __mmask32 m = cnt == 16 ? ~__mmask32(0) >> 1 : (__mmask32(1) << (2 * cnt - 1)) - 1;
-      for (int i = 0; i < 4; ++i) r[i] = _mm256_cvtepi16_epi8(_mm256_maskz_loadu_epi8(m, s[i] + 2 * j));
+  const __m512i zp = _mm512_set1_epi8(char(x_zp));
+  // Bits [a, b) of a 64-bit mask (a and b clamped to 0..64).
+  auto bits = [](int64_t a, int64_t b) {
+    const __mmask64 below_b = b >= 64 ? ~__mmask64(0) : (__mmask64(1) << std::max<int64_t>(0, b)) - 1;
+    const __mmask64 below_a = a <= 0 ? 0 : a >= 64 ? ~__mmask64(0) : (__mmask64(1) << a) - 1;
+    return below_b & ~below_a;
+  };
+  for (int64_t c0 = 0; c0 < n; c0 += 64) {
+    const __mmask64 valid = bits(lo - c0, hi - c0);  // lanes c0 + t holding input columns
+    const __mmask64 even = 0x5555555555555555ull;
+    const __mmask64 half0 = even & bits(2 * (lo - c0), 2 * (hi - c0));
+    const __mmask64 half1 = even & bits(2 * (lo - c0 - 32), 2 * (hi - c0 - 32));
+    auto load = [&](const uint8_t* row) {
+      // Masked-off lanes are not read: the load may start before the row (lanes < lo) or run
+      // past it.
+      if (stride == 1) return _mm512_mask_loadu_epi8(zp, valid, row + (c0 - lo));
+      // Lane t reads byte 2 (c0 + t - lo): the even bytes of 128, only those of valid lanes
+      // loaded (the odd byte after the last one may lie past the row).
+      const uint8_t* src = row + 2 * (c0 - lo);
+      const __m256i e0 = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(half0, src));
+      const __m256i e1 = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(half1, src + 64));
+      return _mm512_mask_blend_epi8(valid, zp, _mm512_inserti64x4(_mm512_castsi256_si512(e0), e1, 1));
+    };
+    __m512i v[4];
+    interleave4x64(load(s[0]), load(s[1]), load(s[2]), load(s[3]), v);
+    uint8_t* out = dst + 4 * c0;
+    const int64_t cols = std::min<int64_t>(64, n - c0);
+    if (cols == 64) {
+      _mm512_storeu_si512(out, v[0]);
+      _mm512_storeu_si512(out + 64, v[1]);
+      _mm512_storeu_si512(out + 128, v[2]);
+      _mm512_storeu_si512(out + 192, v[3]);
+      continue;
     }
-    const __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
-    const __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
-    const __m512i v = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_set_m128i(_mm_unpackhi_epi16(t0, t2), _mm_unpacklo_epi16(t0, t2))),
-        _mm256_set_m128i(_mm_unpackhi_epi16(t1, t3), _mm_unpacklo_epi16(t1, t3)), 1);
-    _mm512_mask_storeu_epi8(dst + 4 * j, cnt == 16 ? ~__mmask64(0) : (__mmask64(1) << (4 * cnt)) - 1, v);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const int64_t left = cols - 16 * i;  // columns of v[i] inside the row
+      if (left >= 16) _mm512_storeu_si512(out + 64 * i, v[i]);
+      else if (left > 0) _mm512_mask_storeu_epi8(out + 64 * i, (__mmask64(1) << (4 * left)) - 1, v[i]);
+    }
   }
 }
 
@@ -444,8 +480,8 @@ struct TileStores {
   __mmask32 mask[kMax];
   TileStores(const QGemmParams& p, int64_t j0, int64_t cols) {
     const __mmask32 all = cols >= 32 ? ~__mmask32(0) : (__mmask32(1) << cols) - 1;
-    if (p.grid_w == 0) {
-      count = 1, offset[0] = j0, mask[0] = all;
+    if (p.grid_w == 0 || p.pixel_cols) {
+      count = 1, offset[0] = p.pixel_cols ? p.grid0 + j0 : j0, mask[0] = all;
       return;
     }
     const int64_t q0 = p.grid0 + j0, q1 = q0 + cols;
@@ -457,6 +493,31 @@ struct TileStores {
       mask[count++] = valid;
     }
   }
+};
+
+// Where the two 16-column vectors of a tile are read, in bytes from a depth group's start
+// (QGemmParams::x_offsets): at offset[v], and with pixel_cols, when the vector's pixels reach
+// into the next output row, its lanes in split[v] from split_offset[v] (the next grid row: the
+// same lanes moved by the grid_w - out_w dropped columns). A vector meets at most one row end
+// (out_w >= 16).
+struct TileLoads {
+  int64_t offset[2], split_offset[2];
+  __mmask16 split[2] = {0, 0};
+  TileLoads(const QGemmParams& p, int64_t j0) {
+    for (int v = 0; v < 2; ++v) {
+      const int64_t first = j0 + 16 * v;
+      if (!p.pixel_cols) {
+        offset[v] = first * kKr, split_offset[v] = offset[v];
+        continue;
+      }
+      const int64_t t = p.grid0 + first, row = t / p.out_w, skip = p.grid_w - p.out_w;
+      offset[v] = (t + row * skip) * kKr;
+      split_offset[v] = offset[v] + skip * kKr;
+      const int64_t left = p.out_w - t % p.out_w;  // lanes before the row's end
+      if (left < 16) split[v] = __mmask16(~((1u << left) - 1));
+    }
+  }
+  bool any_split() const { return (split[0] | split[1]) != 0; }
 };
 
 // Rows [i0, i0 + rows) x columns [j0, j0 + cols) from packed panels wp (8 rows) and xp (32
@@ -482,9 +543,9 @@ inline __m512i add_lanes(__m512i acc, __m128i residual, const RequantRange& rang
   return lanes(_mm512_or_si512(c, _mm512_slli_epi32(_mm512_cvtepu8_epi32(residual), 16)));
 }
 
-template <bool kOffsets, bool kAdd>
+template <bool kOffsets, bool kAdd, bool kSplit = false>
 inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, const uint8_t* xp,
-                      const int64_t* xoff, int64_t i0, int64_t rows, const TileStores& st,
+                      const int64_t* xoff, const TileLoads& ld, int64_t i0, int64_t rows, const TileStores& st,
                       const RequantChannel* rc, const RequantRange& range, const EpilogueAdd* add) {
   // Accumulators start at the bias (rows past m: 0). Every index is a constant after unrolling,
   // so they stay in registers.
@@ -493,8 +554,12 @@ inline void gemm_tile(const QGemmParams& p, int64_t g_count, const int8_t* wp, c
   for (int r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm512_set1_epi32(r < rows ? p.ch.bias[i0 + r] : 0);
   for (int64_t g = 0; g < g_count; ++g) {
     const uint8_t* xg = kOffsets ? xp + xoff[g] : xp + g * kNr * kKr;
-    const __m512i x0 = _mm512_loadu_si512(xg);
-    const __m512i x1 = _mm512_loadu_si512(xg + 64);
+    __m512i x0 = _mm512_loadu_si512(kOffsets ? xg + ld.offset[0] : xg);
+    __m512i x1 = _mm512_loadu_si512(kOffsets ? xg + ld.offset[1] : xg + 64);
+    if constexpr (kSplit) {  // the lanes past a row's end from the next grid row
+      x0 = _mm512_mask_loadu_epi32(x0, ld.split[0], xg + ld.split_offset[0]);
+      x1 = _mm512_mask_loadu_epi32(x1, ld.split[1], xg + ld.split_offset[1]);
+    }
     const packed_i32* wg = reinterpret_cast<const packed_i32*>(wp + g * kMr * kKr);
 #pragma GCC unroll 8
     for (int r = 0; r < kMr; ++r) {
@@ -556,15 +621,20 @@ void gemm(const QGemmParams& p) {
       const TileStores st(p, j0, std::min<int64_t>(kNr, p.n - j0));
       if (st.count == 0) continue;  // dropped columns only
       const bool offsets = p.x_offsets != nullptr;
-      const uint8_t* xp = offsets ? xbase + j0 * kKr : xbase + (j0 / kNr) * kNr * g_count * kKr;
+      const uint8_t* xp = offsets ? xbase : xbase + (j0 / kNr) * kNr * g_count * kKr;
+      const TileLoads ld(p, j0);
+      const bool split = ld.any_split();
       for (int64_t i0 = b0; i0 < b1; i0 += kMr) {
         const int8_t* wp = wbase + (i0 / kMr) * kMr * g_count * kKr;
         const int64_t rows = std::min<int64_t>(kMr, p.m - i0);
         const RequantChannel* rci = rc + (i0 - b0);
-        if (offsets && add) gemm_tile<true, true>(p, g_count, wp, xp, p.x_offsets, i0, rows, st, rci, range, add);
-        else if (offsets) gemm_tile<true, false>(p, g_count, wp, xp, p.x_offsets, i0, rows, st, rci, range, nullptr);
-        else if (add) gemm_tile<false, true>(p, g_count, wp, xp, nullptr, i0, rows, st, rci, range, add);
-        else gemm_tile<false, false>(p, g_count, wp, xp, nullptr, i0, rows, st, rci, range, nullptr);
+        const int64_t* xoff = p.x_offsets;
+        if (split && add) gemm_tile<true, true, true>(p, g_count, wp, xp, xoff, ld, i0, rows, st, rci, range, add);
+        else if (split) gemm_tile<true, false, true>(p, g_count, wp, xp, xoff, ld, i0, rows, st, rci, range, nullptr);
+        else if (offsets && add) gemm_tile<true, true>(p, g_count, wp, xp, xoff, ld, i0, rows, st, rci, range, add);
+        else if (offsets) gemm_tile<true, false>(p, g_count, wp, xp, xoff, ld, i0, rows, st, rci, range, nullptr);
+        else if (add) gemm_tile<false, true>(p, g_count, wp, xp, nullptr, ld, i0, rows, st, rci, range, add);
+        else gemm_tile<false, false>(p, g_count, wp, xp, nullptr, ld, i0, rows, st, rci, range, nullptr);
       }
     }
   }
@@ -613,7 +683,7 @@ namespace ds {
 
 extern const QGemmKernels ds_qs8_gemm_kernels__avx512vnni = {
     "ds_qs8_gemm_8x32__avx512vnni", kMr, kNr, kKr, 1, packed_w_bytes, pack_w, packed_x_bytes, pack_x, gemm,
-    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t, true, true};
+    im2col, pack_x_rows, gather_row, interleave4, packed_wt_bytes, pack_wt, gemm_t, true, true, true};
 extern const QKernels ds_qkernels__avx512vnni = {"avx512vnni", &ds_qs8_gemm_kernels__avx512vnni,
                                                  ds_qu8_dwconv3x3__avx512vnni, dense,
                                                  ds_qu8_vadd__avx512,         ds_qu8_quantize__avx512,
