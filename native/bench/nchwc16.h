@@ -10,8 +10,8 @@
 //   at stride 2: a pixel is a vector, so the stride only changes the addresses.
 // - conv1x1_nchwc16 / conv3x3_nchwc16: dense conv (group 1) as 1x1, or 3x3 pad 1, stride 1, on a
 //   register tile of 2 output channel blocks x 14 pixels (28 accumulators): per input channel 2
-//   weight vectors and 14 broadcast input scalars (the oneDNN "direct" scheme), the input channels
-//   in slices of 128 so that a slice's weights stay in L2. The 3x3 input is first copied into a
+//   weight vectors and 14 broadcast input scalars (the oneDNN "direct" scheme), a 3x3's input
+//   channels in slices of 128 so that a slice's weights stay in L2. The 3x3 input is first copied into a
 //   zero-padded blocked plane, counted in its time.
 #pragma once
 
@@ -228,20 +228,20 @@ struct Rows {
 };
 
 // NB output blocks x P pixels from pixel q0 of a run, each input block x_cb floats apart, each
-// output block y_ob floats apart.
-template <int NB, int P>
+// output block y_ob floats apart. Without Wrap the outputs are the run's pixels in order (1x1).
+template <bool Wrap, int NB, int P>
 inline void conv_tile(const float* x, int64_t q0, int64_t x_cb, const int64_t* tap_off, int64_t taps, Slice sl,
                       const float* w, int64_t w_ob, const float* bias, float* y, int64_t y_ob, Rows rows, bool relu) {
   int64_t yo[P];  // output offsets, -1 for the dropped columns (one division per tile, not per pixel)
-  int64_t row = q0 / rows.wp, col = q0 % rows.wp;
+  int64_t row = Wrap ? q0 / rows.wp : 0, col = Wrap ? q0 % rows.wp : q0;
   for (int p = 0; p < P; ++p) {
-    yo[p] = col < rows.w ? (row * rows.w + col) * kBlock : -1;
-    if (++col == rows.wp) col = 0, ++row;
+    yo[p] = !Wrap || col < rows.w ? (row * rows.w + col) * kBlock : -1;
+    if (++col == rows.wp && Wrap) col = 0, ++row;
   }
   __m512 acc[NB][P];
   for (int n = 0; n < NB; ++n) {
     const __m512 b = _mm512_loadu_ps(bias + n * kBlock);
-    for (int p = 0; p < P; ++p) acc[n][p] = sl.first || yo[p] < 0 ? b : _mm512_loadu_ps(y + n * y_ob + yo[p]);
+    for (int p = 0; p < P; ++p) acc[n][p] = sl.first || (Wrap && yo[p] < 0) ? b : _mm512_loadu_ps(y + n * y_ob + yo[p]);
   }
   const float* xq = x + q0 * kBlock;
   for (int64_t cb = 0; cb < sl.cbs; ++cb) {
@@ -261,7 +261,7 @@ inline void conv_tile(const float* x, int64_t q0, int64_t x_cb, const int64_t* t
     }
   }
   for (int p = 0; p < P; ++p)
-    if (yo[p] >= 0)
+    if (!Wrap || yo[p] >= 0)
       for (int n = 0; n < NB; ++n) _mm512_storeu_ps(y + n * y_ob + yo[p], relu_if(acc[n][p], relu && sl.last));
 }
 
@@ -272,31 +272,36 @@ constexpr int max_pixels() {
   return NB == 1 ? 24 : 14;
 }
 
-// Input channel blocks per slice: the weights of a slice for 2 output blocks of a 3x3 (147 KB)
-// stay in L2 while the task's pixels are computed (512 x 7 x 7 -> 512 took 10x longer with the
-// whole slab of 4 blocks, 1.2 MB, re-read from L3 for each row).
-constexpr int64_t kSliceBlocks = 8;
+// Input channel blocks per slice: 8 blocks x 9 taps, the weights of a slice for 2 output blocks
+// of a 3x3 (147 KB), stay in L2 while the task's pixels are computed (512 x 7 x 7 -> 512 took 10x
+// longer with the whole slab of 4 blocks, 1.2 MB, re-read from L3 for each row). A 1x1 takes 72
+// blocks (every layer of the zoo in one slice).
+inline int64_t slice_blocks(int64_t taps) { return 72 / taps; }
 
 // Output blocks [ob0, ob0 + nb) (in pairs, then one) x the slice of input blocks from cb0, on a
 // run of n pixels.
 inline void conv_blocks(int64_t ob0, int64_t nb, int64_t cb0, int64_t n, const float* x, int64_t x_cb,
                         const int64_t* tap_off, const ConvWeights& wt, float* y, int64_t y_ob, Rows rows, bool relu) {
-  const int64_t cbs = blocks(wt.c), w_ob = cbs * wt.taps * 256, n_cb = std::min(kSliceBlocks, cbs - cb0);
+  const int64_t cbs = blocks(wt.c), w_ob = cbs * wt.taps * 256, n_cb = std::min(slice_blocks(wt.taps), cbs - cb0);
   const Slice sl{n_cb, cb0 + n_cb == cbs ? wt.c - (cbs - 1) * kBlock : kBlock, cb0 == 0, cb0 + n_cb == cbs};
   const float* xs = x + cb0 * x_cb;
   const float* ws = wt.w.data() + cb0 * wt.taps * 256;
+  const bool wrap = rows.wp != rows.w;
   auto run = [&](auto nbc, int64_t ob) {
     constexpr int NB = decltype(nbc)::value, kP = max_pixels<NB>();
     const float* wo = ws + ob * w_ob;
     const float* bo = wt.bias.data() + ob * kBlock;
     float* yo = y + ob * y_ob;
     int64_t q = 0;
-    for (; q + kP <= n; q += kP)
-      conv_tile<NB, kP>(xs, q, x_cb, tap_off, wt.taps, sl, wo, w_ob, bo, yo, y_ob, rows, relu);
-    if (q < n)
-      with_count<kP>(int(n - q), [&](auto np) {
-        conv_tile<NB, decltype(np)::value>(xs, q, x_cb, tap_off, wt.taps, sl, wo, w_ob, bo, yo, y_ob, rows, relu);
-      });
+    auto tile = [&](auto np) {
+      constexpr int P = decltype(np)::value;
+      if (wrap)
+        conv_tile<true, NB, P>(xs, q, x_cb, tap_off, wt.taps, sl, wo, w_ob, bo, yo, y_ob, rows, relu);
+      else
+        conv_tile<false, NB, P>(xs, q, x_cb, tap_off, wt.taps, sl, wo, w_ob, bo, yo, y_ob, rows, relu);
+    };
+    for (; q + kP <= n; q += kP) tile(std::integral_constant<int, kP>());
+    if (q < n) with_count<kP>(int(n - q), tile);
   };
   int64_t ob = ob0;
   for (; ob + 2 <= ob0 + nb; ob += 2) run(std::integral_constant<int, 2>(), ob);
@@ -311,7 +316,7 @@ inline void conv1x1_nchwc16(const float* x, int64_t hw, const ConvWeights& wt, f
   const int64_t off0 = 0;
   for_tasks(pool, groups * chunks, [&](int64_t task) {
     const int64_t g = task / chunks, p0 = (task % chunks) * chunk, np = std::min(chunk, hw - p0);
-    for (int64_t cb0 = 0; cb0 < blocks(wt.c); cb0 += kSliceBlocks)
+    for (int64_t cb0 = 0; cb0 < blocks(wt.c); cb0 += slice_blocks(1))
       conv_blocks(g * 2, std::min<int64_t>(2, obs - g * 2), cb0, np, x + p0 * kBlock, hw * kBlock, &off0, wt,
                   y + p0 * kBlock, hw * kBlock, Rows{np, np}, relu);
   });
@@ -342,7 +347,7 @@ inline void conv3x3_nchwc16(const float* x, int64_t h, int64_t w, const ConvWeig
   for_tasks(pool, groups * bands, [&](int64_t task) {
     const int64_t g = task / bands, band = task % bands;
     const int64_t oy0 = band * h / bands, oy1 = (band + 1) * h / bands, n = (oy1 - oy0 - 1) * wp + w;
-    for (int64_t cb0 = 0; cb0 < cbs; cb0 += kSliceBlocks)
+    for (int64_t cb0 = 0; cb0 < cbs; cb0 += slice_blocks(9))
       conv_blocks(g * 2, std::min<int64_t>(2, obs - g * 2), cb0, n, xp + oy0 * wp * kBlock, hp * wp * kBlock, tap_off,
                   wt, y + oy0 * w * kBlock, h * w * kBlock, Rows{wp, w}, relu);
   });
