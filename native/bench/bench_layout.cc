@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench_data.h"
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "nchwc16.h"
@@ -30,14 +31,7 @@ extern const OpDef kConv2dOp;
 
 namespace {
 
-std::vector<float> random_vec(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = float(seed >> 8) / float(1 << 24) - 0.5f;
-  }
-  return v;
-}
+using bench::random_vec;
 
 // A 64-byte aligned float buffer (the blocked tensors are vectors).
 struct Buffer {

@@ -70,38 +70,42 @@ inline void transpose16(__m512 r[16]) {
 
 inline __mmask16 first_lanes(int64_t n) { return __mmask16((1u << std::min<int64_t>(n, 16)) - 1u); }
 
-// NCHW [C][HW] -> NCHWc16, per channel block and 16 pixels: 16 plane loads, transpose, 16 stores.
-inline void to_nchwc16(const float* x, int64_t c, int64_t hw, float* y, ds::ThreadPool* pool) {
+// Both conversions, per block of 16 channels (at the same offset in both layouts) and 16 pixels:
+// 16 loads (channel planes, or pixel vectors), a transpose in registers, up to 16 stores (pixel
+// vectors, or the real channels' planes), masked at the last pixels.
+template <bool ToBlocked>
+void convert16(const float* x, int64_t c, int64_t hw, float* y, ds::ThreadPool* pool) {
   for_tasks(pool, blocks(c), [&](int64_t cb) {
     const int64_t nc = std::min(kBlock, c - cb * kBlock);
     const float* xb = x + cb * kBlock * hw;
     float* yb = y + cb * kBlock * hw;
     for (int64_t p = 0; p < hw; p += 16) {
-      const __mmask16 m = first_lanes(hw - p);
+      const int64_t np = std::min<int64_t>(16, hw - p), rows_in = ToBlocked ? nc : np, rows_out = ToBlocked ? np : nc;
+      const __mmask16 m = first_lanes(np);
       __m512 r[16];
-      for (int i = 0; i < 16; ++i) r[i] = i < nc ? _mm512_maskz_loadu_ps(m, xb + i * hw + p) : _mm512_setzero_ps();
+      for (int i = 0; i < 16; ++i)
+        r[i] = i >= rows_in ? _mm512_setzero_ps()
+               : ToBlocked  ? _mm512_maskz_loadu_ps(m, xb + i * hw + p)
+                            : _mm512_loadu_ps(xb + (p + i) * kBlock);
       transpose16(r);
-      const int64_t np = std::min<int64_t>(16, hw - p);
-      for (int64_t j = 0; j < np; ++j) _mm512_storeu_ps(yb + (p + j) * kBlock, r[j]);
+      for (int64_t i = 0; i < rows_out; ++i) {
+        if (ToBlocked)
+          _mm512_storeu_ps(yb + (p + i) * kBlock, r[i]);
+        else
+          _mm512_mask_storeu_ps(yb + i * hw + p, m, r[i]);
+      }
     }
   });
 }
 
+// NCHW [C][HW] -> NCHWc16.
+inline void to_nchwc16(const float* x, int64_t c, int64_t hw, float* y, ds::ThreadPool* pool) {
+  convert16<true>(x, c, hw, y, pool);
+}
+
 // NCHWc16 -> NCHW [C][HW] (the channels past C dropped).
 inline void from_nchwc16(const float* x, int64_t c, int64_t hw, float* y, ds::ThreadPool* pool) {
-  for_tasks(pool, blocks(c), [&](int64_t cb) {
-    const int64_t nc = std::min(kBlock, c - cb * kBlock);
-    const float* xb = x + cb * kBlock * hw;
-    float* yb = y + cb * kBlock * hw;
-    for (int64_t p = 0; p < hw; p += 16) {
-      const int64_t np = std::min<int64_t>(16, hw - p);
-      __m512 r[16];
-      for (int j = 0; j < 16; ++j) r[j] = j < np ? _mm512_loadu_ps(xb + (p + j) * kBlock) : _mm512_setzero_ps();
-      transpose16(r);
-      const __mmask16 m = first_lanes(np);
-      for (int64_t i = 0; i < nc; ++i) _mm512_mask_storeu_ps(yb + i * hw + p, m, r[i]);
-    }
-  });
+  convert16<false>(x, c, hw, y, pool);
 }
 
 // Calls f(std::integral_constant<int, N>) for the run-time n in [1, Max].
