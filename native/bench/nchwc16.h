@@ -3,7 +3,7 @@
 // pixels is [ceil(C/16)][H][W][16]: one 64-byte vector holds 16 channels of one pixel, the
 // channels past C are zero. AVX-512 only (the file that includes this is built with -mavx512f).
 //
-// - to_nchwc16 / from_nchwc16: the conversions at the graph's edges, 16 x 16 transposes in registers.
+// - to_nchwc16 / from_nchwc16: the conversions at a graph's edges, 16 x 16 transposes in registers.
 // - dwconv3x3_nchwc16: depthwise 3x3, pad 1, stride 1 or 2; per channel block the 9 tap vectors
 //   stay in registers, each output row in tiles of up to 14 pixels (14 accumulators), every input
 //   vector loaded once per tile and row and fed to the outputs whose window holds it. No permutes
@@ -11,8 +11,8 @@
 // - conv1x1_nchwc16 / conv3x3_nchwc16: dense conv (group 1) as 1x1, or 3x3 pad 1, stride 1, on a
 //   register tile of 2 output channel blocks x 14 pixels (28 accumulators): per input channel 2
 //   weight vectors and 14 broadcast input scalars (the oneDNN "direct" scheme), a 3x3's input
-//   channels in slices of 128 so that a slice's weights stay in L2. The 3x3 input is first copied into a
-//   zero-padded blocked plane, counted in its time.
+//   channels in slices of 128 so that a slice's weights stay in L2. The 3x3 input is first
+//   copied into a zero-padded blocked plane, counted in its time.
 #pragma once
 
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 on the undefined vectors in the intrinsics
