@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench_data.h"
 #include "core/dispatch.h"
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
@@ -36,14 +37,7 @@ extern const OpDef kConv2dOp;
 
 namespace {
 
-std::vector<float> random_vec(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = float(seed >> 8) / float(1 << 24) - 0.5f;
-  }
-  return v;
-}
+using bench::random_vec;
 
 // Runs fn until at least 0.2 s have passed; returns seconds per call (the best of 3 rounds).
 template <typename Fn>

@@ -21,6 +21,7 @@
 // The FMA loops below carry their own target attributes; nothing passes vectors across calls.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
+#include "bench_data.h"
 #include "core/cpu_features.h"
 #include "core/dispatch.h"
 
@@ -28,14 +29,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<float> random_vec(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = float(seed >> 8) / float(1 << 24) - 0.5f;
-  }
-  return v;
-}
+using bench::random_vec;
 
 struct Timing {
   double median, best;  // seconds per call

@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
 #include "core/dispatch.h"
+#include "core/thread_pool.h"
 #include "kernels/qu8.h"
 #include "ops/op.h"
 
@@ -152,17 +154,18 @@ void bench_implicit(const ds::QGemmKernels& g, int64_t c, int64_t m, int64_t h) 
 }
 
 // The prepared qconv2d op (c -> o, k x k, stride, pad, one thread) as the session runs it: phase
-// planes, GEMM and the copy to the output included. act: the dtype of x and y (u8, or i16 for
-// the int16 path). Microseconds per call, warm and cold (caches flushed before each call by writing 64 MB, the median of 30).
-void bench_op(int64_t c, int64_t h, int64_t o, int64_t kk, int64_t stride, int64_t pad, uint8_t act = ds::kDtypeU8) {
+// planes, GEMM and the copy to the output included; BENCH_THREADS threads (default 1). act: the dtype of x and y (u8, or i16 for
+// the int16 path); y_act: y's when it differs (u8 x with i16 y). Microseconds per call, warm and cold (caches flushed before each call by writing 64 MB, the median of 30).
+void bench_op(int64_t c, int64_t h, int64_t o, int64_t kk, int64_t stride, int64_t pad, uint8_t act = ds::kDtypeU8,
+              uint8_t y_act = 0) {
   const ds::KernelTable& kt = ds::select_kernels();
-  const bool i16 = act == ds::kDtypeI16;
+  const bool i16 = act == ds::kDtypeI16, i16_y = (y_act ? y_act : act) == ds::kDtypeI16;
   ds::OpParams p;
   p.pads[0] = p.pads[1] = p.pads[2] = p.pads[3] = pad;
   p.strides[0] = p.strides[1] = stride;
-  p.zp = i16 ? 0 : 3, p.y_zp = i16 ? 0 : 5;
-  p.y_dtype = act;
-  if (i16) p.act_min = -32768, p.act_max = 32767;
+  p.zp = i16 ? 0 : 3, p.y_zp = i16_y ? 0 : 5;
+  p.y_dtype = i16_y ? ds::kDtypeI16 : ds::kDtypeU8;
+  if (i16_y) p.act_min = -32768, p.act_max = 32767;
   const int64_t oh = (h + 2 * pad - kk) / stride + 1;
   const ds::Shape xs = {1, c, h, h}, ws = {o, c, kk, kk}, cs = {o}, os = {1, o, oh, oh};
   const auto x = random_bytes(size_t(c * h * h) * (i16 ? 2 : 1), 7);
@@ -174,18 +177,21 @@ void bench_op(int64_t c, int64_t h, int64_t o, int64_t kk, int64_t stride, int64
                                            {ds::kDtypeI32, &cs, ch.bias.data()},
                                            {ds::kDtypeI32, &cs, ch.mult.data()},
                                            {ds::kDtypeI32, &cs, ch.shift.data()}};
-  const std::shared_ptr<const void> state = ds::kQConv2dOp.prepare(p, info, kt, 1);
+  const int threads = std::getenv("BENCH_THREADS") ? std::atoi(std::getenv("BENCH_THREADS")) : 1;
+  std::unique_ptr<ds::ThreadPool> pool;
+  if (threads > 1) pool = std::make_unique<ds::ThreadPool>(threads);
+  const std::shared_ptr<const void> state = ds::kQConv2dOp.prepare(p, info, kt, threads);
   auto f = [](const void* v) { return static_cast<const float*>(v); };
   const std::vector<ds::OpInput> in = {{f(x.data()), &xs, act},
                                        {f(w.data()), &ws, ds::kDtypeI8},
                                        {f(ch.bias.data()), &cs, ds::kDtypeI32},
                                        {f(ch.mult.data()), &cs, ds::kDtypeI32},
                                        {f(ch.shift.data()), &cs, ds::kDtypeI32}};
-  std::vector<uint8_t> y(size_t(o * oh * oh) * (i16 ? 2 : 1));
+  std::vector<uint8_t> y(size_t(o * oh * oh) * (i16_y ? 2 : 1));
   const std::vector<const ds::Shape*> in_shapes = {&xs, &ws, &cs, &cs, &cs};
-  std::vector<float> workspace(size_t(ds::kQConv2dOp.workspace_floats(p, state.get(), in_shapes, os, 1) + 16));
+  std::vector<float> workspace(size_t(ds::kQConv2dOp.workspace_floats(p, state.get(), in_shapes, os, threads) + 16));
   float* ws_aligned = workspace.data() + (16 - (reinterpret_cast<uintptr_t>(workspace.data()) / 4) % 16) % 16;
-  const ds::RunContext ctx{state.get(), nullptr, ws_aligned};
+  const ds::RunContext ctx{state.get(), pool.get(), ws_aligned};
   auto run = [&] { ds::kQConv2dOp.run_prepared(p, ctx, in, y.data(), os, kt); };
   // Warm: each call timed alone for 0.5 s, the 10th percentile (a loaded machine's descheduled or
   // evicted calls dropped rather than averaged in).
@@ -209,7 +215,7 @@ void bench_op(int64_t c, int64_t h, int64_t o, int64_t kk, int64_t stride, int64
   std::sort(cold.begin(), cold.end());
   const double macs = double(o * c * kk * kk * oh * oh);
   std::printf("op %s %4lld -> %-4lld %3lldx%-3lld %lldx%lld s%lld  warm %7.1f us %5.1f MAC/ns  cold %7.1f us\n",
-              i16 ? "i16" : "u8 ", (long long)c, (long long)o, (long long)h, (long long)h, (long long)kk, (long long)kk, (long long)stride,
+              i16 ? "i16" : i16_y ? "u8>i16" : "u8 ", (long long)c, (long long)o, (long long)h, (long long)h, (long long)kk, (long long)kk, (long long)stride,
               warm * 1e6, macs / (warm * 1e9), cold[cold.size() / 2] * 1e6);
 }
 }  // namespace
@@ -228,10 +234,11 @@ int main(int argc, char** argv) {
              std::atoll(argv[7]));
     return 0;
   }
-  if (argc == 8 && std::string(argv[1]) == "op16") {  // `op16 C H O K STRIDE PAD`: that layer, u8 and i16
-    for (uint8_t act : {ds::kDtypeU8, ds::kDtypeI16})
+  if (argc == 8 && std::string(argv[1]) == "op16") {  // `op16 C H O K STRIDE PAD`: that layer, u8, i16, u8 -> i16
+    for (const auto& [act, y_act] : {std::pair<uint8_t, uint8_t>{ds::kDtypeU8, 0}, {ds::kDtypeI16, 0},
+                                     {ds::kDtypeU8, ds::kDtypeI16}})
       bench_op(std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5]),
-               std::atoll(argv[6]), std::atoll(argv[7]), act);
+               std::atoll(argv[6]), std::atoll(argv[7]), act, y_act);
     return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "op") {  // ResNet-18's int8 convolutions as whole ops

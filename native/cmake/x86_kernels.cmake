@@ -19,17 +19,20 @@ set(DEEPSLIM_X86_AVX2_SOURCES
   src/kernels/x86/f32-gavgpool-avx2.cc
   src/kernels/x86/f32-dwconv3x3-avx2.cc
   src/kernels/x86/f32-winograd-avx2.cc
-  src/kernels/x86/qs8-gemm-avx2.cc)
+  src/kernels/x86/qs8-gemm-avx2.cc
+  src/kernels/x86/q16-gemm-avx2.cc)
 set(DEEPSLIM_X86_AVXVNNI_SOURCES
   src/kernels/x86/qs8-gemm-avxvnni.cc)
 set(DEEPSLIM_X86_AVX512VNNI_SOURCES
-  src/kernels/x86/qs8-gemm-avx512vnni.cc)
+  src/kernels/x86/qs8-gemm-avx512vnni.cc
+  src/kernels/x86/q16-gemm-avx512vnni.cc)
 set(DEEPSLIM_X86_AVX512_SOURCES
   src/kernels/x86/f32-gemm-12x32-avx512.cc
   src/kernels/x86/f32-vbinary-avx512.cc
   src/kernels/x86/f32-activation-avx512.cc
   src/kernels/x86/f32-gemv-avx512.cc
   src/kernels/x86/f32-gavgpool-avx512.cc
+  src/kernels/x86/f32-softmax-avx512.cc
   src/kernels/x86/f32-dwconv3x3-avx512.cc
   src/kernels/x86/f32-winograd-avx512.cc
   src/kernels/x86/f32-maxpool2d-avx512.cc

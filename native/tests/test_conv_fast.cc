@@ -216,6 +216,13 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       {1, 8, 20, 22, 6, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 7},
       {1, 16, 41, 41, 13, 6, 6, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, 1},
       {1, 1, 88, 88, 16, 7, 7, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},    // FaceNet conv1
+      // Stride 1 without padding: the input read in place (dilation, 2 groups of 5, odd m).
+      {1, 6, 23, 21, 10, 3, 3, 1, 1, 2, 1, 2, {0, 0, 0, 0}, true, 1},
+      {2, 5, 18, 17, 7, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, 0},
+      // Rows of 8, 12, 14 outputs, wrapped (gemm_rows_wraps) instead of pixels as rows.
+      {1, 48, 12, 12, 96, 5, 5, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},  // FaceNet conv3, in place
+      {2, 10, 14, 14, 24, 3, 3, 1, 1, 1, 1, 2, {1, 1, 1, 1}, true, 3},  // 14 wide, 2 groups, padded
+      {1, 7, 16, 27, 9, 5, 4, 1, 2, 1, 1, 1, {0, 0, 0, 0}, false, 0},   // 12 wide, column stride 2
   };
   int i = 0;
   for (const Conv& p : cases) check_conv(p, rng, "case " + std::to_string(i++));

@@ -1,7 +1,9 @@
 // The SIMD elementwise kernels (add/sub/mul/div with broadcasting, relu, the activation op)
 // against the scalar ones, bit for bit, at every level this machine runs: random shapes of rank
 // 1-5 with random broadcast axes, lengths around the vector widths (tails), every activation
-// code, and special values (NaN, +-0, +-inf). Global average pooling within one ulp.
+// code, and special values (NaN, +-0, +-inf). Global average pooling within one ulp; softmax
+// against double-precision sums.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -173,4 +175,38 @@ TEST(global_avgpool_kernels_match_scalar) {
     }
   }
   if (ran == 0) SKIP("no SIMD level on this machine");
+}
+
+TEST(softmax_kernels_match_double) {
+  // Contiguous axes of every length around the vector width (the AVX-512 kernel), and a strided
+  // one (inner > 1: the scalar kernel at every level), with values far apart (outputs near 0).
+  tiny::Rng rng(17);
+  for (int64_t axis : {1, 2, 15, 16, 17, 33, 100, 848, 1000}) {
+    for (int64_t inner : {1, 3}) {
+      const ds::SoftmaxParams p{3, axis, inner};
+      std::vector<float> x(static_cast<size_t>(3 * axis * inner));
+      for (float& v : x) v = rng.uniform(-30, 30) + (rng.below(8) == 0 ? 500.0f : 0.0f);
+      for (ds::Isa isa : {ds::Isa::kScalar, ds::Isa::kAvx2, ds::Isa::kAvx512}) {
+        if (!ds::isa_available(isa)) continue;
+        std::vector<float> y(x.size() + 1, 7.0f);
+        ds::kernels_for(isa).softmax(p, x.data(), y.data());
+        CHECK(y.back() == 7.0f);
+        int64_t bad = 0;
+        for (int64_t o = 0; o < 3; ++o)
+          for (int64_t i = 0; i < inner; ++i) {
+            auto at = [&](int64_t a) { return size_t((o * axis + a) * inner + i); };
+            double m = -INFINITY, sum = 0;
+            for (int64_t a = 0; a < axis; ++a) m = std::max(m, double(x[at(a)]));
+            for (int64_t a = 0; a < axis; ++a) sum += std::exp(double(x[at(a)]) - m);
+            for (int64_t a = 0; a < axis; ++a) {
+              // x - max rounds in float: a relative error of |x - max| ulps in the exponent.
+              const double d = double(x[at(a)]) - m, want = std::exp(d) / sum;
+              bad += !(std::fabs(y[at(a)] - want) <= (2e-6 + std::fabs(d) * 1.2e-7) * want + 1e-44);
+            }
+          }
+        CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " axis " + std::to_string(axis) + " inner " +
+                                std::to_string(inner) + ": " + std::to_string(bad) + " off");
+      }
+    }
+  }
 }

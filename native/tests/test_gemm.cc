@@ -307,6 +307,11 @@ void gemm_rows_at(Isa isa) {
       rows.offsets = offs.data();
       if (rng.below(2)) rows.width = 16 + rng.below(25), rows.skip = rng.below(8);
       rows.col0 = rng.below(2) ? rng.below(50) : 0;
+      if (rng.below(4) == 0) {  // a narrow width whose vectors still cross one row at most
+        const int64_t narrow[] = {8, 12, 14};
+        rows.width = narrow[rng.below(3)], rows.skip = rng.below(8), rows.col0 = 16 * rng.below(4);
+        CHECK(ds::gemm_rows_wraps(rows.width, rows.col0));
+      }
       auto at = [&](int64_t x) { return rows.width ? (x / rows.width) * (rows.width + rows.skip) + x % rows.width : x; };
       GuardedFloats src(size_t(span + at(rows.col0 + n - 1) + 1));
       for (size_t i = 0; i < src.size(); ++i) src.data()[i] = rng.uniform(-1.0f, 1.0f);

@@ -220,6 +220,19 @@ TEST(qconv2d_int16_matches_integer_loops) {
       [] { ConvCase q; q.c = 5; q.o = 7; q.h = 12; q.w = 15; q.dil = 2; q.pad = 2; return q; }(),
       [] { ConvCase q; q.c = 2; q.o = 3; q.h = 4; q.w = 3; q.kh = 2; q.kw = 3; q.pad = 2; q.stride = 3; return q; }(),
       [] { ConvCase q; q.c = 67; q.o = 33; q.h = 9; q.w = 7; return q; }(),
+      // Stride 1 over the padded grid: rows crossing 32-column panels, partial last panels, the
+      // input read in place (no padding), 1x1 with padding, K past 2 * kQ16Flush pairs.
+      [] { ConvCase q; q.c = 9; q.o = 19; q.h = 13; q.w = 37; q.kh = q.kw = 1; q.pad = 0; return q; }(),
+      [] { ConvCase q; q.c = 7; q.o = 21; q.h = 11; q.w = 35; q.n = 2; return q; }(),
+      [] { ConvCase q; q.c = 4; q.o = 9; q.h = 6; q.w = 9; q.kh = q.kw = 1; q.pad = 1; return q; }(),
+      [] { ConvCase q; q.c = 5; q.o = 11; q.h = 14; q.w = 40; q.kh = q.kw = 5; q.pad = 0; return q; }(),
+      [] { ConvCase q; q.c = 120; q.o = 9; q.h = 5; q.w = 6; return q; }(),
+      [] { ConvCase q; q.c = 8; q.o = 12; q.group = 4; q.h = 10; q.w = 33; return q; }(),
+      // Strides over phase planes: 1x1 stride 2 (one phase, not in place), 3x3 stride 2 whose
+      // output rows cross panels, stride 2 with dilation 3.
+      [] { ConvCase q; q.c = 6; q.o = 10; q.h = 15; q.w = 41; q.kh = q.kw = 1; q.pad = 0; q.stride = 2; return q; }(),
+      [] { ConvCase q; q.c = 5; q.o = 9; q.h = 13; q.w = 70; q.stride = 2; return q; }(),
+      [] { ConvCase q; q.c = 4; q.o = 7; q.h = 16; q.w = 19; q.stride = 2; q.dil = 3; q.pad = 2; return q; }(),
   };
   int variant = 0;
   for (const ConvCase& shape : shapes)

@@ -10,6 +10,7 @@
 #include "core/session.h"
 #include "harness.h"
 #include "op_runner.h"
+#include "tiny_net.h"
 
 using opt::Dims;
 using opt::Result;
@@ -88,6 +89,80 @@ TEST(residual_block_through_a_session) {
     CHECK(out.sum_bytes == 3 * one);
     CHECK(out.arena_bytes < 3 * one);
     CHECK(out.arena_bytes >= 2 * one);
+  }
+}
+
+// The image pass (a batch of at least `threads` images run image by image through the first
+// nodes, each thread whole images) gives bit for bit what the nodes give run over the whole batch:
+// the tiny network (conv, max pool, grouped dilated conv, avg pool, relu, then flatten, dense and
+// softmax over the batch) and the residual block (a conv with a fused add, the graph output
+// written by the pass), at 1-3 threads and odd batches; each output checked against plain loops.
+TEST(image_pass_matches_the_batch) {
+  tiny::Rng rng(45);
+  const tiny::Net net = tiny::build(7);
+  const Residual res = residual_block(rng);
+  struct Case {
+    const dsw::File* f;
+    Dims image;
+    size_t pass_nodes;  // nodes before the flatten / all of them
+  };
+  for (const Case& c : {Case{&net.file, {1, 8, 8}, 5}, Case{&res.f, {8, 6, 6}, 3}}) {
+    const dsw::Bytes bytes = dsw::serialize(*c.f);
+    std::unique_ptr<ds::Model> model = ds::load_model(bytes.data(), bytes.size());
+    for (const int threads : {1, 2, 3}) {
+      for (const int64_t n : {1, 2, 3, 5}) {
+        const Dims shape = {n, c.image[0], c.image[1], c.image[2]};
+        const std::vector<float> x = opt::random_vec(rng, opt::count(shape), -2, 2);
+        std::vector<float> got[2];
+        for (const char* on : {"0", "1"}) {
+          setenv("DS_SESSION_IMAGES", on, 1);
+          ds::Session session(*model, threads);
+          session.set_input(0, x.data(), shape);
+          session.run();
+          const bool pass = on[0] == '1' && n >= threads && n > 1;
+          CHECK(session.image_pass_nodes() == (pass ? c.pass_nodes : 0u));
+          check_plan(session.buffer_plan(), session.arena_bytes(), __LINE__);
+          std::vector<float>& y = got[on[0] - '0'];
+          y.resize(opt::count(session.output_shape(0)));
+          session.get_output(0, y.data(), y.size());
+          session.run();  // again, on the same plan
+          std::vector<float> again(y.size());
+          session.get_output(0, again.data(), again.size());
+          CHECK(again == y);
+        }
+        unsetenv("DS_SESSION_IMAGES");
+        CHECK(got[0] == got[1]);
+        const std::vector<float> want = c.f == &net.file ? tiny::forward(net, x, n) : residual_ref(res, x, n);
+        REQUIRE(want.size() == got[1].size());
+        for (size_t i = 0; i < want.size(); ++i) CHECK_NEAR(got[1][i], want[i], 1e-4);
+      }
+    }
+  }
+}
+
+// Unforced, the image pass runs where the batch's tensors pass 1 MB and the weights stay under
+// 2 MB: a 16 -> 16 3x3 conv at batch 20 (1.3 MB out) takes it, at batch 8 (0.5 MB) not; a
+// 256 -> 256 3x3 conv (2.4 MB of weights) never.
+TEST(image_pass_rule) {
+  tiny::Rng rng(46);
+  for (const int64_t c : {16, 256}) {
+    dsw::File f;
+    const int64_t hw = c == 16 ? 32 : 8;
+    const uint32_t x = f.add_value("x", {-1, c, hw, hw});
+    f.inputs = {x};
+    const uint32_t w = f.add_constant(dsw::dense_tensor("w", {uint64_t(c), uint64_t(c), 3, 3},
+                                                        opt::random_vec(rng, size_t(c * c * 9), -0.1f, 0.1f)));
+    const uint32_t y = f.add_value("y", {1, c, hw, hw});
+    f.outputs = {y};
+    f.add_node(1, "conv", {x, w}, y, {dsw::attr_ints("pads", {1, 1, 1, 1}), dsw::attr_int("activation", 1)});
+    const dsw::Bytes bytes = dsw::serialize(f);
+    std::unique_ptr<ds::Model> model = ds::load_model(bytes.data(), bytes.size());
+    ds::Session session(*model, 1);
+    for (const int64_t n : {8, 20, 40}) {
+      const std::vector<float> xv(size_t(n * c * hw * hw), 0.5f);
+      session.set_input(0, xv.data(), {n, c, hw, hw});
+      CHECK(session.image_pass_nodes() == (c == 16 && n * c * hw * hw * 4 >= (1 << 20) ? 1u : 0u));
+    }
   }
 }
 

@@ -66,8 +66,9 @@ KernelTable with_elementwise(KernelTable t, BinaryKernel add, BinaryKernel sub, 
   return t;
 }
 
-KernelTable with_maxpool(KernelTable t, Pool2dKernel maxpool2d) {
+KernelTable with_maxpool_softmax(KernelTable t, Pool2dKernel maxpool2d, SoftmaxKernel softmax = ds_f32_softmax__scalar) {
   t.maxpool2d = maxpool2d;
+  t.softmax = softmax;
   return t;
 }
 
@@ -136,9 +137,10 @@ const KernelTable& kernels_for(Isa isa) {
   if (!isa_available(isa)) fail(DS_ERR_INVALID_ARG, "ISA level ", isa_name(isa), " is not available here");
 #if defined(DEEPSLIM_X86_KERNELS)
   static const KernelTable avx2 =
-      with_maxpool(with_level("avx2", &ds_f32_gemm_kernels__avx2, ds_f32_dwconv3x3__avx2), ds_f32_maxpool2d__avx2);
-  static const KernelTable avx512 = with_maxpool(
-      with_level("avx512", &ds_f32_gemm_kernels__avx512, ds_f32_dwconv3x3__avx512), ds_f32_maxpool2d__avx512);
+      with_maxpool_softmax(with_level("avx2", &ds_f32_gemm_kernels__avx2, ds_f32_dwconv3x3__avx2), ds_f32_maxpool2d__avx2);
+  static const KernelTable avx512 = with_maxpool_softmax(
+      with_level("avx512", &ds_f32_gemm_kernels__avx512, ds_f32_dwconv3x3__avx512), ds_f32_maxpool2d__avx512,
+      ds_f32_softmax__avx512);
   // The elementwise and dense-at-batch-1 kernels of each level.
   static const KernelTable avx2_e = with_elementwise(avx2, ds_f32_vadd__avx2, ds_f32_vsub__avx2, ds_f32_vmul__avx2,
                                                      ds_f32_vdiv__avx2, ds_f32_relu__avx2, ds_f32_activation__avx2,
@@ -149,12 +151,13 @@ const KernelTable& kernels_for(Isa isa) {
                        ds_f32_global_avgpool__avx512);
   // int8: AVX2 kernels (vpmaddwd) up to AVX-512 without VNNI; vpdpbusd with AVX-VNNI (on the AVX2
   // fp32 kernels) or AVX-512 VNNI.
-  static const KernelTable avx2_q = with_q(avx2_e, "avx2", &ds_qkernels__avx2);
-  static const KernelTable avxvnni = with_q(avx2_e, "avxvnni", &ds_qkernels__avxvnni);
-  // int16 activations: the AVX-512 vpmaddwd GEMM at both AVX-512 levels.
+  // int16 activations: the ymm vpmaddwd GEMM at both AVX2 levels, the zmm one at avx512 and its
+  // vpdpwssd form at avx512vnni.
+  static const KernelTable avx2_q = with_q(avx2_e, "avx2", &ds_qkernels__avx2, &ds_q16_kernels__avx2);
+  static const KernelTable avxvnni = with_q(avx2_e, "avxvnni", &ds_qkernels__avxvnni, &ds_q16_kernels__avx2);
   static const KernelTable avx512_q = with_q(avx512_e, "avx512", &ds_qkernels__avx2, &ds_q16_kernels__avx512);
   static const KernelTable avx512vnni =
-      with_q(avx512_e, "avx512vnni", &ds_qkernels__avx512vnni, &ds_q16_kernels__avx512);
+      with_q(avx512_e, "avx512vnni", &ds_qkernels__avx512vnni, &ds_q16_kernels__avx512vnni);
   if (isa == Isa::kAvx2) return avx2_q;
   if (isa == Isa::kAvxVnni) return avxvnni;
   if (isa == Isa::kAvx512) return avx512_q;

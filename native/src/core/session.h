@@ -62,6 +62,8 @@ class Session {
   size_t arena_bytes() const;
   size_t activation_bytes() const;  // sum of every node output's size
   const std::vector<BufferPlan>& buffer_plan() const { return plan_; }
+  // The nodes the image pass runs image by image for the bound shapes (0: none).
+  size_t image_pass_nodes() const { return image_nodes_; }
 
   // With profiling on, run() times every node (two clock reads per node).
   void set_profiling(bool on) { profile_ns_.assign(on ? model_.nodes.size() : 0, 0); profiled_runs_ = 0; }
@@ -98,7 +100,43 @@ class Session {
   uint32_t written_value(size_t i) const {
     return fused_residual_[i] != kAbsentInput ? fused_out_[i] : model_.nodes[i].outputs[0];
   }
-  const float* value_data(uint32_t id) const;
+  // Where a run of nodes finds its values and scratch: the batch (the session's own) or one
+  // image of the image pass on one thread.
+  struct Frame {
+    const std::vector<Shape>* shapes;
+    const std::vector<float*>* buffers;   // per value: node outputs
+    const std::vector<const float*>* inputs;  // per graph input
+    ThreadPool* pool;
+    float* workspace;
+    std::vector<OpInput>* scratch;
+    uint64_t* profile_ns;  // per node, or null
+  };
+  void run_nodes(size_t begin, size_t end, const Frame& f);
+  const float* value_data(uint32_t id, const Frame& f) const;
+  // The image pass (plan_image_pass): with a batch of at least `threads_` images whose first nodes
+  // each read only their own image, nodes [0, image_nodes_) run image by image, each thread whole
+  // images through all of them with batch-1 shapes, its own arena and workspace, so that every
+  // intermediate tensor is one image's (in L2) instead of the batch's; the values they pass on
+  // (image_out_) are written straight into their batch buffers, at the image's place.
+  size_t plan_image_pass(const std::vector<Shape>& shapes, const std::vector<ConcatSlice>& slices);
+  // Arena slots for the values the nodes write for which place(i) holds, lifetimes from the
+  // reads of the nodes for which reads(i) holds. Returns the arena size.
+  template <typename Place, typename Reads>
+  size_t plan_arena(const std::vector<Shape>& shapes, const std::vector<ConcatSlice>& slices, const Place& place,
+                    const Reads& reads, std::vector<BufferPlan>& plan, size_t& max_inputs) const;
+  size_t workspace_for(const std::vector<Shape>& shapes, size_t begin, size_t end, int threads) const;
+  // fn(value) for every value node i reads: its inputs, a fused residual, its producers' inputs
+  // and a fused quantize's f32 input.
+  template <typename Fn>
+  void for_each_read(size_t i, const Fn& fn) const {
+    for (uint32_t id : model_.nodes[i].inputs)
+      if (id != kAbsentInput) fn(id);
+    if (fused_residual_[i] != kAbsentInput) fn(fused_residual_[i]);
+    for (size_t d = fused_producer_[i]; d != SIZE_MAX; d = fused_producer_[d])
+      for (uint32_t id : model_.nodes[d].inputs)
+        if (id != kAbsentInput) fn(id);
+    if (fused_input_[i] != kAbsentInput) fn(fused_input_[i]);
+  }
 
   const Model& model_;
   const KernelTable& kernels_;
@@ -132,6 +170,22 @@ class Session {
   float* workspace_ = nullptr;        // in workspace_storage_
   size_t workspace_floats_ = 0;
   std::vector<uint64_t> profile_ns_;  // per node when profiling, else empty
+  // The image pass: its node count (0: off), per-image shapes, per value written by it and read
+  // after it its bytes per image (else 0), and per thread its buffers, inputs, scratch, profile.
+  size_t image_nodes_ = 0;
+  std::vector<Shape> image_shapes_;
+  std::vector<int64_t> image_out_;  // bytes per image
+  std::vector<uint32_t> image_outs_;  // the values with image_out_ > 0
+  struct ImageThread {
+    std::vector<float*> buffers;
+    std::vector<const float*> inputs;
+    std::vector<OpInput> scratch;
+    std::vector<uint64_t> profile_ns;
+    float* workspace = nullptr;
+  };
+  std::vector<ImageThread> image_threads_;
+  size_t image_floats_ = 0;             // per thread: arena, then workspace
+  HugePageBuffer image_storage_;
   uint64_t profiled_runs_ = 0;
 };
 

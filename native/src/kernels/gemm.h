@@ -65,7 +65,7 @@ using GemmFn = void (*)(const GemmParams& p, float* workspace);
 // of stride-1 convolutions on a padded plane): C[m, n] = act(A . B + bias + residual) with A packed
 // (pack_a) and B (p, j) = p.b.data[offsets[p] + at(col0 + j)]: C's columns are B's columns col0
 // .. col0 + n - 1 (a thread's slice). Without a width each B row is one contiguous run, at(x) = x.
-// With a width (>= 16), B's columns wrap as an output image's pixels do in a padded plane whose
+// With a width (gemm_rows_wraps), B's columns wrap as an output image's pixels do in a padded plane whose
 // rows are width + skip long: at(x) = (x / width) * (width + skip) + x % width. p.b.packed and the
 // strides are ignored.
 // Only B's columns are read (partial tiles load with masks, the skip is never read), so B may be
@@ -75,6 +75,18 @@ struct GemmRowsB {
   int64_t width = 0, skip = 0;
   int64_t col0 = 0;
 };
+
+// Whether gemm_rows can wrap B's columns every `width` from col0 on: each 16-column vector (the
+// columns col0 + 16 t ..) may cross at most one output row. Any width >= 16; a narrower one when
+// every vector starts at most 2 width - 16 columns into its row (with col0 a multiple of 16:
+// widths 8, 12 and 14, an 8x8 or 14x14 output).
+inline bool gemm_rows_wraps(int64_t width, int64_t col0) {
+  if (width >= 16) return true;
+  if (width < 8) return false;
+  for (int64_t t = 0; t < width; ++t)
+    if ((col0 + 16 * t) % width > 2 * width - 16) return false;
+  return true;
+}
 using GemmRowsFn = void (*)(const GemmParams& p, const GemmRowsB& b);
 
 // One ISA level's GEMM: its tile and cache blocking.

@@ -229,6 +229,7 @@ void ds_f32_avgpool2d__scalar(const Pool2dParams& p, const float* x, float* y);
 void ds_f32_global_avgpool__scalar(int64_t planes, int64_t size, const float* x, float* y);
 void ds_f32_global_avgpool__avx2(int64_t planes, int64_t size, const float* x, float* y);
 void ds_f32_global_avgpool__avx512(int64_t planes, int64_t size, const float* x, float* y);
+void ds_f32_softmax__avx512(const SoftmaxParams& p, const float* x, float* y);
 void ds_f32_global_maxpool__scalar(int64_t planes, int64_t size, const float* x, float* y);
 void ds_f32_relu__scalar(int64_t n, const float* x, float* y);
 void ds_f32_activation__scalar(int64_t n, const Activation& act, const float* x, float* y);

@@ -53,31 +53,37 @@ void ds_q16_quantize__scalar(int64_t n, float scale, const float* x, int16_t* y)
 // dequantize from i16: y = q * scale.
 void ds_q16_dequantize__scalar(int64_t n, float scale, const int16_t* x, float* y);
 
-// ---- the i16-input GEMM of qconv2d/qdense (kernels/x86/q16-gemm-avx512.cc) ----
+// ---- the i16-input GEMM of qconv2d/qdense (kernels/x86/q16-gemm-*.cc) ----
 // The depth K is taken in pairs; A row r holds pair kk at a[r][2kk], a[r][2kk + 1] (i8 weights
 // widened to int16, or i16 activations; any alignment); B is a
 // panel of kQ16Nr columns packed [k2][kQ16Nr][2] int16 (zero past K and past the last column).
 // gemm: acc[r * kQ16Nr + j] = sum over pairs kk < k2 of A row r . B column j, exactly in int64, for rows
-// r < rows <= kQ16Mr. vpmaddwd gives each int32 lane one pair sum |x * w + x' * w'| <= 2^23 per
-// step; the lanes are added into int64 every kQ16Flush steps (128 * 2^23 = 2^30 < 2^31).
-constexpr int kQ16Nr = 32, kQ16Mr = 8, kQ16Flush = 128;
+// r < rows <= kQ16Mr. vpmaddwd gives each int32 lane one pair sum |x * w + x' * w'| <= 2 * 32768 * 128
+// = 2^23 per step; the lanes are added into int64 every kQ16Flush steps, the most that cannot
+// wrap: 255 * 2^23 = 2^31 - 2^23 (256 would reach 2^31 with every x -32768 and every w -128).
+constexpr int kQ16Nr = 32, kQ16Mr = 8, kQ16Flush = 255;
 struct Q16Kernels {
   const char* isa;
   void (*gemm)(int64_t k2, int rows, const int16_t* const* a, const int16_t* b, int64_t* acc);
+  // A B panel from k rows read in place: depth t is the row at x + offsets[t], columns [0, n)
+  // (n <= kQ16Nr, nothing read past n; zero past n and past k).
+  void (*pack_rows)(int64_t k, const int16_t* x, const int64_t* offsets, int64_t n, int16_t* dst);
+  // The epilogue of a conv tile (channel params per row): for r < rows, j < n, y[r * y_stride + j] =
+  // clamp(out.y_zp + round_shift(v * (M >> ms), 31 - ms + ch.shift[r])), v = ch.bias[r] + acc[r *
+  // kQ16Nr + j], M = ch.multiplier[r], ms = multiplier_shift: 16 for i16 x (q16_requant), 0 for
+  // u8 x (qu8_requant), the product's low 64 bits as the reference computes it.
+  void (*store_u8)(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, int multiplier_shift,
+                   const QuantOut& out, uint8_t* y, int64_t y_stride);
+  void (*store_i16)(const int64_t* acc, int rows, int64_t n, const QChannelParams& ch, int multiplier_shift,
+                    const QuantOut& out, int16_t* y, int64_t y_stride);
 };
-extern const Q16Kernels ds_q16_kernels__avx512;
+extern const Q16Kernels ds_q16_kernels__avx2, ds_q16_kernels__avx512, ds_q16_kernels__avx512vnni;
 
 // The epilogue of an i16-input accumulator (bias included) for output channel o.
 template <typename Y>
 inline Y q16_output(int64_t acc, const QChannelParams& ch, int64_t o, const QuantOut& q) {
   return q_clamp<Y>(q.y_zp + q16_requant(acc, ch.multiplier[o], ch.shift[o]), q.act_min, q.act_max);
 }
-
-// B panel of a convolution: columns [p0, p1) (p1 - p0 <= kQ16Nr) of the im2col matrix (rows
-// (c, ky, kx) of `channels` channels, columns the output pixels) of xp, the input already padded
-// with zeros (planes of hp x wp, p.pad_top / p.pad_left rows and columns before the input's).
-void ds_i16_im2col_pairs__scalar(const Conv2dParams& p, int64_t channels, const int16_t* xp, int64_t hp, int64_t wp,
-                                 int64_t p0, int64_t p1, int16_t* dst);
 
 // i16 data movement (the f32 kernels' semantics on int16).
 void ds_i16_maxpool2d__scalar(const Pool2dParams& p, const int16_t* x, int16_t* y);

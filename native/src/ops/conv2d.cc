@@ -209,9 +209,10 @@ void pack_panels(const float* src, int64_t row_stride, int64_t k, int64_t j0, in
   }
 }
 
-// Output rows at least this wide run the implicit path with wrapping GEMM columns (gemm.h,
-// GemmRowsB::width); narrower ones over the padded rows, then compacted.
-constexpr int64_t kRowsMinWidth = 16;
+// Output rows the GEMM's vectors can wrap over (gemm_rows_wraps: at least 16 wide, or 8, 12, 14;
+// the tasks' columns start at multiples of nr) run the implicit path with wrapping GEMM columns
+// (gemm.h, GemmRowsB::width); narrower ones over the padded rows, then compacted.
+bool rows_wrap(const Conv2dParams& c) { return gemm_rows_wraps(c.ow, 0); }
 
 // ---- im2col blocks from column phases ----
 //
@@ -238,8 +239,8 @@ Phases column_phases(const Conv2dParams& c, bool row_phases = false) {
   return q;
 }
 
-// Convolutions on a level with GemmKernels::gemm_rows: implicit im2col. With output rows at least
-// kRowsMinWidth wide (any stride) the GEMM's columns are the output pixels, wrapping at each
+// Convolutions on a level with GemmKernels::gemm_rows: implicit im2col. With output rows the
+// GEMM can wrap over (rows_wrap; any stride) the GEMM's columns are the output pixels, wrapping at each
 // output row over the phases' extra columns (GemmRowsB::width), so row d = (ci, ky, kx) of B is
 // the phases from the tap's offset and the result is the NCHW output: no im2col copy, no
 // compaction. Measured 1 thread, ms, packed im2col vs implicit (BENCH_P10=1 bench_conv layer,
@@ -261,7 +262,7 @@ bool implicit_rows(const GemmKernels& g, const Conv2dParams& c, int64_t m, int64
   if (!g.gemm_rows) return false;
   const char* force = std::getenv("DS_CONV_ROWS");
   if (force && force[0] == '0') return false;
-  if (c.ow >= kRowsMinWidth) return true;
+  if (rows_wrap(c)) return true;
   if (c.stride_h != 1 || c.stride_w != 1 || k < 3 * m) return false;
   const int64_t wq = c.ow + (c.kw - 1) * c.dil_w;
   return wq * 4 <= c.ow * 5;
@@ -594,10 +595,14 @@ void winograd_segments(const WinogradGeometry& q, int64_t t0, int64_t t1, int64_
 // 0.047 vs 0.050; at 7x7 960->320 0.170 vs 0.146; SqueezeNet 1.1 at 13x13 384->48 0.028 vs 0.036,
 // 512->64 0.052 vs 0.049. Without direct_1x1 (packed B): pixels also when k >= m or k >= 256
 // (MobileNet V2 at 14x14 576->96 in-model 0.135 vs 0.122).
-bool pixels_pay(int64_t n, int64_t m, int64_t k, bool pointwise, const GemmKernels& g) {
+bool pixels_pay(int64_t n, int64_t m, int64_t k, int64_t ow, bool pointwise, const GemmKernels& g) {
   const char* force = std::getenv("DS_CONV_PIXELS");
   if (force && *force) return force[0] == '1';
   if (n > 4 * m) return false;
+  // Rows of 8, 12 or 14 outputs the implicit im2col wraps over: no im2col^T, no transpose, the
+  // weight as A re-read per panel from L2 while it fits there (FaceNet-1M conv3, 48x12x12 -> 96
+  // 5x5, 1 thread: 0.089-0.091 -> 0.066-0.068 ms; ResNet-18's 256x14x14 3x3, 2.4 MB, level).
+  if (!pointwise && ow < 16 && direct_1x1(g) && gemm_rows_wraps(ow, 0) && m * k < 256 * 1024) return false;
   if (!pointwise) return true;
   auto fills = [&](int64_t x, int64_t tile) { return x * 100 >= 85 * (ceil_div(x, tile) * tile); };
   if (!fills(n, g.nr) || m * k >= 256 * 1024) return true;
@@ -636,7 +641,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     const int64_t oh = window_output_size((*xd)[2], p.pads[0], p.pads[2], w[2], p.strides[0], p.dilations[0], false);
     const int64_t ow = window_output_size((*xd)[3], p.pads[1], p.pads[3], w[3], p.strides[1], p.dilations[1], false);
     if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow)) s->path = Path::kWinograd;
-    else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise && pixels_pay(oh * ow, s->m, s->k, pointwise, *s->g))
+    else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise && pixels_pay(oh * ow, s->m, s->k, ow, pointwise, *s->g))
       s->path = Path::kGemmPixels;
   }
   // A kernel the session was asked for (deepslim tune measures them in-model) replaces the rule's
@@ -692,7 +697,7 @@ int64_t image_workspace(const OpParams& p, const State* s, const std::vector<con
     }
     case Path::kGemmIm2col: {
       const Conv2dParams c = conv_params(p, *in[0], *in[1], os);
-      if (implicit_rows(*s->g, c, s->m, s->k) && c.ow >= kRowsMinWidth)
+      if (implicit_rows(*s->g, c, s->m, s->k) && rows_wrap(c))
         return round16(c.c * column_phases(c, true).floats()) + round16(2 * s->k);
       if (implicit_rows(*s->g, c, s->m, s->k)) {
         const Phases ph = column_phases(c);
@@ -1250,17 +1255,23 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       }
       return;
     }
-    const bool implicit = implicit_rows(g, c, s->m, s->k), wrap = implicit && c.ow >= kRowsMinWidth;
+    const bool implicit = implicit_rows(g, c, s->m, s->k), wrap = implicit && rows_wrap(c);
     const Phases ph = column_phases(c, wrap);
     float* phases = wsb;
+    // At stride 1 without padding the one phase is the input itself: the wrapping GEMM reads it
+    // in place (it reads only the windows' columns), without the copy and its job.
+    const bool in_place = wrap && ph.sh == 1 && ph.s == 1 && c.pad_top == 0 && c.pad_left == 0 && ph.hp == c.h &&
+                          ph.wq == c.w;
     const int64_t units = c.c * ph.sh, per_unit = items_per_piece(units, nth);
-    parallel(tp, ceil_div(units, per_unit), work_or_inline(c.c * ph.floats(), kMinParallelCopyFloats), [&](int64_t task, int) {
-      build_phases(c, ph, xb, task * per_unit, std::min(units, (task + 1) * per_unit), phases);
-    });
+    if (!in_place)
+      parallel(tp, ceil_div(units, per_unit), work_or_inline(c.c * ph.floats(), kMinParallelCopyFloats), [&](int64_t task, int) {
+        build_phases(c, ph, xb, task * per_unit, std::min(units, (task + 1) * per_unit), phases);
+      });
     if (wrap) {
       // The GEMM's columns are the output pixels, wrapping at the end of each output row over the
       // phases' wq - ow extra columns: it writes the NCHW output with its epilogue directly.
       int64_t* offs = reinterpret_cast<int64_t*>(phases + round16(c.c * ph.floats()));
+      const float* planes = in_place ? xb : phases;
       for (int64_t ci = 0, d = 0; ci < cg; ++ci)
         for (int64_t ky = 0; ky < c.kh; ++ky)
           for (int64_t kx = 0; kx < c.kw; ++kx, ++d) {
@@ -1274,7 +1285,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
           int64_t j0, j1, m0, m1;
           sp.ranges(g, task, n, s->m, j0, j1, m0, m1);
           GemmParams t = gemm_slice(gp, g.mr, g.nr, m0, m1, j0, j1);
-          t.b.data = phases + gi * cg * ph.floats();
+          t.b.data = planes + gi * cg * ph.floats();
           GemmRowsB rows;
           rows.offsets = offs;
           rows.width = c.ow;

@@ -3,10 +3,11 @@
 // y = clamp(y_zp + requant(acc, multiplier[o], shift[o]), act_min, act_max), u8 or i16.
 //
 // x or y i16 (docs/format.md, "int16 activations"): State::int16, its own path chosen at prepare
-// from the value dtypes. With i16 x on a level with Q16Kernels: the weights widened to int16 once,
-// and per block of 32 output pixels an im2col panel of int16 pairs and the vpmaddwd GEMM with
-// exact int64 sums; otherwise (and for u8 x with i16 y) the reference kernel. The rest of this
-// comment is the u8 path.
+// from the value dtypes. On a level with Q16Kernels (u8 x widened to x - x_zp in int16 first): the
+// weights widened to int16 once, and per panel of 32 output pixels (stride 1: grid columns of the
+// padded planes, packed from rows in place; else an im2col gather) the vpmaddwd GEMM with exact
+// int64 sums and a vector epilogue; otherwise the reference kernel. The rest of this comment is
+// the u8 path.
 //
 // With SIMD kernels: the zero-point term is folded into the bias once (bias - x_zp * sum w), the
 // weights are packed once per session, and each run packs a block of output pixels and runs the
@@ -68,7 +69,7 @@ Conv2dParams conv_params(const OpParams& p, const Shape& x, const Shape& w, int6
 
 struct State {
   bool int16 = false;                  // x or y i16: run_int16
-  const Q16Kernels* q16 = nullptr;     // int16 with i16 x: the GEMM, over w16
+  const Q16Kernels* q16 = nullptr;     // int16 (x i16, or u8 with y i16): the GEMM, over w16
   std::vector<int16_t> w16;            // weights widened, rows of 2 * k2 (K padded with 0 to even)
   int64_t k2 = 0;                      // and hq x wq: the input planes padded with zeros
   Shape q16_input;                     // the (C, H, W) the workspace was sized for
@@ -122,12 +123,40 @@ constexpr int64_t kPrefetchRows = 4;
 // the rest of the network (the phase planes of a 64x56x56 input: 215 KB written per run).
 int64_t workspace_bytes(const State& s, int threads) { return (s.padded_bytes + 63) / 64 * 64 + s.ws_bytes * threads; }
 
+// State::hq, wq, phases, phase_of and row_offsets (see State::shifted) for an input of dims xd,
+// cg channels a group, a kh x kw window and ow output columns.
+void set_phases(const OpParams& p, const Shape& xd, int64_t cg, int64_t kh, int64_t kw, int64_t ow,
+                bool shared_pad_columns, State& s) {
+  const int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilations[0], dw = p.dilations[1];
+  s.hq = (xd[2] + p.pads[0] + p.pads[2] + sh - 1) / sh;
+  s.wq = (xd[3] + p.pads[1] + p.pads[3] + sw - 1) / sw;
+  // shared_pad_columns, column stride 1: a row's right padding is the next row's left padding
+  // (both x_zp), so the rows need W + max(pad_left, pad_right) columns, not W + both pads: every
+  // grid row computes one dropped column fewer (3x3 pad 1 at 56 columns: 57 instead of 58). A tap
+  // reading past a row's end lands on the next row's (or the next plane's, or the slack's) first
+  // pad_left columns, which hold x_zp in every row.
+  if (shared_pad_columns && sw == 1) s.wq = std::max(ow, xd[3] + std::max(p.pads[1], p.pads[3]));
+  s.phase_of.assign(size_t(sh * sw), -1);
+  for (int64_t ky = 0; ky < kh; ++ky)
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      int32_t& idx = s.phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
+      if (idx < 0) idx = int32_t(s.phases++);
+    }
+  const int64_t plane = s.hq * s.wq;
+  for (int64_t ci = 0; ci < cg; ++ci)
+    for (int64_t ky = 0; ky < kh; ++ky)
+      for (int64_t kx = 0; kx < kw; ++kx) {
+        const int64_t phase = s.phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
+        s.row_offsets.push_back((ci * s.phases + phase) * plane + ky * dh / sh * s.wq + kx * dw / sw);
+      }
+}
+
 std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueInfo>& in, const KernelTable& kt,
                                     int threads) {
   auto s = std::make_shared<State>();
   if (in[0].dtype != kDtypeU8 || p.y_dtype != kDtypeU8) {
     s->int16 = true;
-    if (in[0].dtype == kDtypeI16 && kt.q16) {
+    if (kt.q16) {  // x i16, or u8 with y i16
       const Shape& wd = *in[1].dims;
       const int64_t o = wd[0], k = product(wd, 1);
       const int8_t* w = static_cast<const int8_t*>(in[1].data);
@@ -136,11 +165,18 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       s->w16.assign(size_t(o * 2 * s->k2), 0);
       for (int64_t j = 0; j < o; ++j)
         for (int64_t t = 0; t < k; ++t) s->w16[size_t(j * 2 * s->k2 + t)] = w[j * k + t];
-      // The input padded with zeros (one image), then per thread: the B panel and the int64 block.
+      // The GEMM runs over the grid q = oy * wq + ox of the phase planes (State::shifted) of the
+      // input padded with zeros, whose tap (c, ky, kx) is at q + row_offsets[(c, ky, kx)], so a B
+      // panel is packed from rows read in place; the grid columns ox >= ow are computed and not
+      // stored. An i16 input with stride 1 and no padding is its own (single) phase plane.
       const Shape& xd = *in[0].dims;
-      s->hq = xd[2] + p.pads[0] + p.pads[2], s->wq = xd[3] + p.pads[1] + p.pads[3];
+      // Each row with both its pads: the masked loads of pack_rows read nothing past the planes.
+      const int64_t ow = window_output_size(xd[3], p.pads[1], p.pads[3], wd[3], p.strides[1], p.dilations[1], false);
+      set_phases(p, xd, wd[1], wd[2], wd[3], ow, false, *s);
       s->q16_input = {xd[1], xd[2], xd[3]};
-      s->padded_bytes = xd[1] * s->hq * s->wq * 2;
+      const bool in_place = in[0].dtype == kDtypeI16 && s->phases == 1 && s->hq == xd[2] && s->wq == xd[3];
+      s->padded_bytes = in_place ? 0 : xd[1] * s->phases * s->hq * s->wq * 2;
+      // Per thread: the B panel and the int64 block.
       s->ws_bytes = (s->k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64 + kQ16Mr * kQ16Nr * 8;
     }
     return s;
@@ -200,27 +236,8 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     int64_t pixels = oh * ow;
     if (s->shifted) {
       const int64_t sh = p.strides[0], sw = p.strides[1], dh = p.dilations[0], dw = p.dilations[1];
-      s->hq = (xd[2] + p.pads[0] + p.pads[2] + sh - 1) / sh;
-      s->wq = (xd[3] + p.pads[1] + p.pads[3] + sw - 1) / sw;
-      // Column stride 1: a row's right padding is the next row's left padding (both x_zp), so
-      // the rows need W + max(pad_left, pad_right) columns, not W + both pads: every grid row
-      // computes one dropped column fewer (3x3 pad 1 at 56 columns: 57 instead of 58). A tap
-      // reading past a row's end lands on the next row's (or the next plane's, or the slack's)
-      // first pad_left columns, which hold x_zp in every row.
-      if (sw == 1) s->wq = std::max(ow, xd[3] + std::max(p.pads[1], p.pads[3]));
-      s->phase_of.assign(size_t(sh * sw), -1);
-      for (int64_t ky = 0; ky < kh; ++ky)
-        for (int64_t kx = 0; kx < kw; ++kx) {
-          int32_t& idx = s->phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
-          if (idx < 0) idx = int32_t(s->phases++);
-        }
+      set_phases(p, xd, cg, kh, kw, ow, true, *s);
       const int64_t plane = s->hq * s->wq;
-      for (int64_t ci = 0; ci < cg; ++ci)
-        for (int64_t ky = 0; ky < kh; ++ky)
-          for (int64_t kx = 0; kx < kw; ++kx) {
-            const int64_t phase = s->phase_of[size_t((ky * dh % sh) * sw + kx * dw % sw)];
-            s->row_offsets.push_back((ci * s->phases + phase) * plane + ky * dh / sh * s->wq + kx * dw / sw);
-          }
       if (s->implicit)
         for (int64_t c4 = 0; c4 < cg / 4; ++c4)
           for (int64_t ky = 0; ky < kh; ++ky)
@@ -321,20 +338,19 @@ void parallel(ThreadPool* pool, int64_t tasks, Fn&& fn) {
   pool->parallel_for(tasks, [&](int64_t t, int thread) { fn(t, thread); });
 }
 
-// Into the phase planes of State::shifted (already x_zp everywhere), input rows [iy0, iy1) of
-// channel ci, row(iy) giving input row iy, fetched once each and in order (the quantizing row
+// Into the phase planes of State::shifted (already x_zp everywhere; int16 T: 0), input rows
+// [iy0, iy1) of channel ci, row(iy) giving input row iy (as T), fetched once each and in order (the quantizing row
 // source streams through the f32 input): row iy is row i = (iy + pad_top) / sh of the phases
 // (a, .), a = (iy + pad_top) % sh.
-template <typename RowFn>
-void fill_phases(const State& s, const Conv2dParams& c, RowFn&& row, uint8_t* planes, int64_t ci, int64_t iy0,
-                 int64_t iy1) {
+template <typename T, typename RowFn>
+void fill_phases(const State& s, const Conv2dParams& c, RowFn&& row, T* planes, int64_t ci, int64_t iy0, int64_t iy1) {
   const int64_t sh = c.stride_h, sw = c.stride_w, plane = s.hq * s.wq;
   for (int64_t iy = iy0; iy < iy1; ++iy) {
     const int64_t a = (iy + c.pad_top) % sh, i = (iy + c.pad_top) / sh;
     bool used = false;  // by a phase (a, .): rows between a stride's taps are not
     for (int64_t b = 0; b < sw; ++b) used = used || s.phase_of[size_t(a * sw + b)] >= 0;
     if (i >= s.hq || !used) continue;
-    const uint8_t* in = row(iy);
+    const T* in = row(iy);
     for (int64_t b = 0; b < sw; ++b) {
       const int32_t phase = s.phase_of[size_t(a * sw + b)];
       if (phase < 0) continue;
@@ -342,12 +358,14 @@ void fill_phases(const State& s, const Conv2dParams& c, RowFn&& row, uint8_t* pl
       const int64_t j0 = std::min(s.wq, std::max<int64_t>(0, (c.pad_left - b + sw - 1) / sw));
       const int64_t j1 = std::max(j0, std::min(s.wq, (c.w + c.pad_left - b + sw - 1) / sw));
       const int64_t n = j1 - j0;
-      uint8_t* dst = planes + (ci * s.phases + phase) * plane + i * s.wq + j0;
-      const uint8_t* src = in + sw * j0 + b - c.pad_left;
+      T* dst = planes + (ci * s.phases + phase) * plane + i * s.wq + j0;
+      const T* src = in + sw * j0 + b - c.pad_left;
       if (sw == 1) {
-        std::memcpy(dst, src, size_t(n));
-      } else if (s.gemm->gather_row) {
-        s.gemm->gather_row(n, src, sw, dst);
+        std::memcpy(dst, src, size_t(n) * sizeof(T));
+      } else if (sizeof(T) == 1 && s.gemm->gather_row) {  // the u8 path's kernels
+        s.gemm->gather_row(n, reinterpret_cast<const uint8_t*>(src), sw, reinterpret_cast<uint8_t*>(dst));
+      } else if (sw == 2) {  // a constant stride the compiler vectorizes
+        for (int64_t j = 0; j < n; ++j) dst[j] = src[j * 2];
       } else {
         for (int64_t j = 0; j < n; ++j) dst[j] = src[j * sw];
       }
@@ -512,42 +530,65 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
   }
 }
 
-// State::q16, per image: the input padded with zeros (State::hq x wq planes), then tasks of one
-// group and panel of kQ16Nr output pixels each.
-template <typename Y>
-void run_int16_gemm(const State& s, const QConv2dParams& q, const int16_t* x, const QChannelParams& ch, Y* y,
+// State::q16, per image: the phase planes of the input padded with zeros (u8 x as x - x_zp)
+// unless read as it is, then tasks of one group and panel of kQ16Nr grid columns each.
+template <typename X, typename Y>
+void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QChannelParams& ch, Y* y,
                     uint8_t* workspace, int threads, ThreadPool* pool) {
   const Conv2dParams& c = q.conv;
-  const int64_t cg = c.c / c.group, og = c.o / c.group, pixels = c.oh * c.ow, plane = s.hq * s.wq;
-  const int64_t panels = (pixels + kQ16Nr - 1) / kQ16Nr;
+  const int64_t cg = c.c / c.group, og = c.o / c.group, pixels = c.oh * c.ow, planes_per_channel = s.phases * s.hq * s.wq;
+  const int64_t columns = (c.oh - 1) * s.wq + c.ow;
+  const int64_t panels = (columns + kQ16Nr - 1) / kQ16Nr;
   const int64_t panel_bytes = (s.k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64;
+  const Q16Kernels& g = *s.q16;
+  const int multiplier_shift = sizeof(X) == 2 ? 16 : 0;  // q_requant_acc<X>
+  auto store = [&](const int64_t* acc, int rows, int64_t n, const QChannelParams& rc, Y* dst) {
+    if constexpr (sizeof(Y) == 2) g.store_i16(acc, rows, n, rc, multiplier_shift, q.out, dst, pixels);
+    else g.store_u8(acc, rows, n, rc, multiplier_shift, q.out, dst, pixels);
+  };
   int16_t* padded = reinterpret_cast<int16_t*>(workspace);
   uint8_t* ws = workspace + (s.padded_bytes + 63) / 64 * 64;
   for (int64_t b = 0; b < c.n; ++b) {
-    const int64_t per = (c.c + threads - 1) / threads;
-    parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
-      for (int64_t ci = t * per; ci < std::min(c.c, (t + 1) * per); ++ci) {
-        int16_t* dst = padded + ci * plane;
-        std::fill(dst, dst + plane, int16_t(0));
-        for (int64_t iy = 0; iy < c.h; ++iy)
-          std::memcpy(dst + (iy + c.pad_top) * s.wq + c.pad_left, x + ((b * c.c + ci) * c.h + iy) * c.w, size_t(c.w) * 2);
-      }
-    });
+    const X* xb = x + b * c.c * c.h * c.w;
+    if (s.padded_bytes > 0) {
+      const int64_t per = (c.c + threads - 1) / threads;
+      parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
+        std::vector<int16_t> wide(sizeof(X) == 1 ? size_t(c.w) : 0);  // a u8 row as x - x_zp
+        for (int64_t ci = t * per; ci < std::min(c.c, (t + 1) * per); ++ci) {
+          std::fill(padded + ci * planes_per_channel, padded + (ci + 1) * planes_per_channel, int16_t(0));
+          const X* xc = xb + ci * c.h * c.w;
+          fill_phases(s, c, [&](int64_t iy) {
+            if constexpr (sizeof(X) == 2) {
+              return xc + iy * c.w;
+            } else {
+              for (int64_t ix = 0; ix < c.w; ++ix) wide[size_t(ix)] = int16_t(xc[iy * c.w + ix] - q.x_zp);
+              return static_cast<const int16_t*>(wide.data());
+            }
+          }, padded, ci, 0, c.h);
+        }
+      });
+    }
+    const int16_t* planes = padded;
+    if constexpr (sizeof(X) == 2)
+      if (s.padded_bytes == 0) planes = xb;
     parallel(pool, c.group * panels, [&](int64_t t, int thread) {
       const int64_t gi = t / panels, p0 = t % panels * kQ16Nr;
-      const int64_t n = std::min<int64_t>(kQ16Nr, pixels - p0);
+      const int64_t n = std::min<int64_t>(kQ16Nr, columns - p0);
       int16_t* panel = reinterpret_cast<int16_t*>(ws + thread * s.ws_bytes);
       int64_t* acc = reinterpret_cast<int64_t*>(ws + thread * s.ws_bytes + panel_bytes);
-      ds_i16_im2col_pairs__scalar(c, cg, padded + gi * cg * plane, s.hq, s.wq, p0, p0 + n, panel);
+      g.pack_rows(cg * c.kh * c.kw, planes + gi * cg * planes_per_channel + p0, s.row_offsets.data(), n, panel);
       for (int64_t m0 = 0; m0 < og; m0 += kQ16Mr) {
         const int rows = int(std::min<int64_t>(kQ16Mr, og - m0));
+        const int64_t o0 = gi * og + m0;
         const int16_t* a[kQ16Mr];
-        for (int r = 0; r < rows; ++r) a[r] = s.w16.data() + (gi * og + m0 + r) * 2 * s.k2;
-        s.q16->gemm(s.k2, rows, a, panel, acc);
-        for (int r = 0; r < rows; ++r) {
-          const int64_t o = gi * og + m0 + r;
-          Y* yo = y + (b * c.o + o) * pixels + p0;
-          for (int64_t j = 0; j < n; ++j) yo[j] = q16_output<Y>(ch.bias[o] + acc[r * kQ16Nr + j], ch, o, q.out);
+        for (int r = 0; r < rows; ++r) a[r] = s.w16.data() + (o0 + r) * 2 * s.k2;
+        g.gemm(s.k2, rows, a, panel, acc);
+        const QChannelParams rc{ch.bias + o0, ch.multiplier + o0, ch.shift + o0};
+        Y* yo = y + (b * c.o + o0) * pixels;
+        // Each grid row's columns ox < ow in the panel, to output row oy.
+        for (int64_t oy = p0 / s.wq; oy * s.wq < p0 + n; ++oy) {
+          const int64_t q0 = std::max(p0, oy * s.wq), q1 = std::min(p0 + n, oy * s.wq + c.ow);
+          if (q1 > q0) store(acc + (q0 - p0), rows, q1 - q0, rc, yo + oy * c.ow + (q0 - oy * s.wq));
         }
       }
     });
@@ -563,13 +604,11 @@ void run_int16(const State& s, const QConv2dParams& q, const std::vector<OpInput
   const int8_t* w = in[1].as<int8_t>();
   const int64_t planes = c.n * c.o;
   q_with_types(in[0].dtype, in[0].data, y_dtype, out, [&](auto* x, auto* y) {
-    if constexpr (sizeof(*x) == 2) {
-      // Declared dims are not the run's shape in a malformed file: then the reference kernel.
-      if (s.q16 && s.q16_input == Shape{c.c, c.h, c.w}) {
-        run_int16_gemm(s, q, x, ch, y, reinterpret_cast<uint8_t*>(ctx.workspace), ctx.pool ? ctx.pool->size() : 1,
-                       ctx.pool);
-        return;
-      }
+    // Declared dims are not the run's shape in a malformed file: then the reference kernel.
+    if (s.q16 && s.q16_input == Shape{c.c, c.h, c.w}) {
+      run_int16_gemm(s, q, x, ch, y, reinterpret_cast<uint8_t*>(ctx.workspace), ctx.pool ? ctx.pool->size() : 1,
+                     ctx.pool);
+      return;
     }
     parallel_range(ctx.pool, planes, 2, 1, [&](int64_t p0, int64_t p1) { ds_q16_conv2d__scalar(q, x, w, ch, y, p0, p1); });
   });

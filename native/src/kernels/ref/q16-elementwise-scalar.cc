@@ -52,21 +52,4 @@ void ds_i16_global_maxpool__scalar(int64_t planes, int64_t size, const int16_t* 
   }
 }
 
-void ds_i16_im2col_pairs__scalar(const Conv2dParams& p, int64_t channels, const int16_t* xp, int64_t hp, int64_t wp,
-                                 int64_t p0, int64_t p1, int16_t* dst) {
-  const int64_t k = channels * p.kh * p.kw, k2 = (k + 1) / 2, n = p1 - p0;
-  if (n < kQ16Nr || k % 2) std::fill(dst, dst + k2 * kQ16Nr * 2, int16_t(0));
-  // The window origin of each column in the padded plane, once; then one tap at a time.
-  int64_t origin[kQ16Nr];
-  for (int64_t j = 0; j < n; ++j) origin[j] = (p0 + j) / p.ow * p.stride_h * wp + (p0 + j) % p.ow * p.stride_w;
-  int64_t kk = 0;
-  for (int64_t c = 0; c < channels; ++c)
-    for (int64_t ky = 0; ky < p.kh; ++ky)
-      for (int64_t kx = 0; kx < p.kw; ++kx, ++kk) {
-        const int16_t* tap = xp + c * hp * wp + ky * p.dil_h * wp + kx * p.dil_w;
-        int16_t* row = dst + kk / 2 * kQ16Nr * 2 + kk % 2;
-        for (int64_t j = 0; j < n; ++j) row[2 * j] = tap[origin[j]];
-      }
-}
-
 }  // namespace ds

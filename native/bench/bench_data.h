@@ -1,0 +1,20 @@
+// Shared by the kernel benchmarks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace bench {
+
+// n floats in [-0.5, 0.5) from a linear congruential generator: the same data on every run.
+inline std::vector<float> random_vec(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = float(seed >> 8) / float(1 << 24) - 0.5f;
+  }
+  return v;
+}
+
+}  // namespace bench
