@@ -285,22 +285,31 @@ void plane_s2_narrow(const Plane& pl, const Narrow2& n) {
   const DwConv3x3Params& p = *pl.p;
   const __mmask16 one_row = __mmask16((1u << p.ow) - 1), two_rows = __mmask16((1u << (2 * p.ow)) - 1);
   const float* base = pl.x - p.pad_left;
-  for (int64_t oy = 0; oy < p.oh; oy += 2) {
-    const bool second = oy + 1 < p.oh;
-    __m512 acc = _mm512_setzero_ps();
+  // Two vectors (output rows oy0 .. oy0 + 3) per step, two independent FMA chains: 576 planes
+  // 14x14 -> 7x7 0.018 -> 0.016 ms (one vector per step: one 36-cycle chain at a time; four: 0.019).
+  for (int64_t oy0 = 0; oy0 < p.oh; oy0 += 4) {
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     unroll<3>([&](auto kyc) {
       constexpr int ky = decltype(kyc)::value;
-      const int64_t r = 2 * oy - p.pad_top + ky, r2 = r + 2;
-      const bool in_a = r >= 0 && r < p.h, in_b = second && r2 >= 0 && r2 < p.h;
-      const __m512 a = _mm512_maskz_loadu_ps(in_a ? n.cols : 0, in_a ? base + r * p.w : pl.x);
-      const __m512 b = _mm512_maskz_loadu_ps(in_b ? n.cols : 0, in_b ? base + r2 * p.w : pl.x);
-      unroll<3>([&](auto kxc) {
-        constexpr int kx = decltype(kxc)::value;
-        acc = _mm512_fmadd_ps(_mm512_permutex2var_ps(a, n.idx[kx], b), pl.wv[ky * 3 + kx], acc);
+      unroll<2>([&](auto vc) DS_ALWAYS_INLINE_LAMBDA {
+        const int64_t oy = oy0 + 2 * decltype(vc)::value;
+        const int64_t r = 2 * oy - p.pad_top + ky, r2 = r + 2;
+        const bool in_a = oy < p.oh && r >= 0 && r < p.h, in_b = oy + 1 < p.oh && r2 >= 0 && r2 < p.h;
+        const __m512 a = _mm512_maskz_loadu_ps(in_a ? n.cols : 0, in_a ? base + r * p.w : pl.x);
+        const __m512 b = _mm512_maskz_loadu_ps(in_b ? n.cols : 0, in_b ? base + r2 * p.w : pl.x);
+        unroll<3>([&](auto kxc) DS_ALWAYS_INLINE_LAMBDA {
+          constexpr int kx = decltype(kxc)::value;
+          __m512& c = acc[decltype(vc)::value];
+          c = _mm512_fmadd_ps(_mm512_permutex2var_ps(a, n.idx[kx], b), pl.wv[ky * 3 + kx], c);
+        });
       });
     });
-    _mm512_mask_storeu_ps(pl.y + oy * p.ow, second ? two_rows : one_row,
-                          activate_t<A>(_mm512_add_ps(acc, pl.bias), pl.alpha, pl.beta));
+    unroll<2>([&](auto vc) DS_ALWAYS_INLINE_LAMBDA {
+      const int64_t oy = oy0 + 2 * decltype(vc)::value;
+      if (oy < p.oh)
+        _mm512_mask_storeu_ps(pl.y + oy * p.ow, oy + 1 < p.oh ? two_rows : one_row,
+                              activate_t<A>(_mm512_add_ps(acc[decltype(vc)::value], pl.bias), pl.alpha, pl.beta));
+    });
   }
 }
 
