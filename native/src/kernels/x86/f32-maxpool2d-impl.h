@@ -140,8 +140,11 @@ DS_ALWAYS_INLINE void maxpool_vertical(const Pool2dParams& p, const MaxpoolStrip
     unroll<kRows>([&](auto i) { unroll<S>([&](auto v) { in[i][v] = V::load(row[i] + c0 + v * L); }); });
   } else {  // masked lanes are never read (row + c0 may point before the row)
     const T ninf = V::set1(-std::numeric_limits<float>::infinity());
-    unroll<kRows>([&](auto i) {
-      unroll<S>([&](auto v) { in[i][v] = V::load_or(row[i] + c0 + v * L, strips.lanes[j][v], ninf); });
+    // Forced inline: GCC outlined this loop body for stride 3 (in[] then goes through memory).
+    unroll<kRows>([&](auto i) DS_ALWAYS_INLINE_LAMBDA {
+      unroll<S>([&](auto v) DS_ALWAYS_INLINE_LAMBDA {
+        in[i][v] = V::load_or(row[i] + c0 + v * L, strips.lanes[j][v], ninf);
+      });
     });
   }
   unroll<R>([&](auto r) {
