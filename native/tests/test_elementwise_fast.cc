@@ -210,3 +210,33 @@ TEST(softmax_kernels_match_double) {
     }
   }
 }
+
+TEST(softmax_kernels_give_the_scalar_results_on_nan_and_inf) {
+  // A row with a NaN, +inf or only -inf gives what the scalar kernel gives (IEEE: NaNs), at every
+  // level; the other rows of the same call stay ordinary.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int64_t axis : {5, 16, 40, 848}) {
+    for (int64_t special : {0, 1, 2, 3}) {
+      const ds::SoftmaxParams p{2, axis, 1};
+      std::vector<float> x(size_t(2 * axis));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) - 3.0f;
+      const size_t at = size_t(axis + axis / 2);  // in the second row
+      if (special == 0) x[at] = nan;
+      if (special == 1) x[at] = inf;
+      if (special == 2) std::fill(x.begin() + axis, x.end(), -inf);
+      if (special == 3) x[size_t(axis - 1)] = nan;  // the last lane of the first row
+      std::vector<float> want(x.size());
+      ds::kernels_for(ds::Isa::kScalar).softmax(p, x.data(), want.data());
+      for (ds::Isa isa : {ds::Isa::kAvx2, ds::Isa::kAvx512}) {
+        if (!ds::isa_available(isa)) continue;
+        std::vector<float> y(x.size());
+        ds::kernels_for(isa).softmax(p, x.data(), y.data());
+        int64_t bad = 0;
+        for (size_t i = 0; i < x.size(); ++i)
+          bad += std::isnan(want[i]) ? !std::isnan(y[i]) : !(std::fabs(y[i] - want[i]) <= 4e-6f * want[i] + 1e-44f);
+        CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " axis " + std::to_string(axis) + " case " +
+                                std::to_string(special) + ": " + std::to_string(bad) + " off");
+      }
+    }
+  }
+}

@@ -122,6 +122,8 @@ TEST(image_pass_matches_the_batch) {
           const bool pass = on[0] == '1' && n >= threads && n > 1;
           CHECK(session.image_pass_nodes() == (pass ? c.pass_nodes : 0u));
           check_plan(session.buffer_plan(), session.arena_bytes(), __LINE__);
+          // the image arenas (threads <= images) hold activations only: never more than the sum
+          CHECK(session.arena_bytes() <= session.activation_bytes());
           std::vector<float>& y = got[on[0] - '0'];
           y.resize(opt::count(session.output_shape(0)));
           session.get_output(0, y.data(), y.size());

@@ -108,7 +108,9 @@ DS_API ds_status ds_session_infer(ds_session* session, const float* data, const 
 
 /* The activation memory planned for the currently bound input shapes (every input must be set):
  * out_arena_bytes is the size of the one arena that holds every intermediate and output
- * activation, buffers reused by liveness (each placed at a 64-byte aligned offset);
+ * activation, buffers reused by liveness (each placed at a 64-byte aligned offset), plus, when a
+ * batch runs its first nodes image by image (one image per thread), each thread's arena for one
+ * image;
  * out_sum_activation_bytes is the sum of the sizes of all those activations, what separate
  * buffers would take. Graph inputs (the caller's memory) and constants are not counted.
  * Either out pointer may be NULL. */

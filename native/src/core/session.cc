@@ -417,6 +417,7 @@ size_t Session::plan_image_pass(const std::vector<Shape>& shapes, const std::vec
   image_nodes_ = 0;
   image_out_.assign(model_.values.size(), 0);
   image_outs_.clear();
+  image_storage_ = HugePageBuffer();  // an earlier plan's; allocated again below if the pass runs
   const char* force = std::getenv("DS_SESSION_IMAGES");
   if (force && force[0] == '0') return 0;
   const bool forced = force && force[0] == '1';
@@ -498,7 +499,7 @@ size_t Session::plan_image_pass(const std::vector<Shape>& shapes, const std::vec
     it.scratch.reserve(max_inputs);
     it.profile_ns.assign(node_count, 0);
   }
-  return per_thread * threads_ * sizeof(float);
+  return arena_floats * threads_ * sizeof(float);  // activations only, as the batch arena
 }
 
 void Session::plan() {

@@ -117,7 +117,8 @@ class Session {
   // each read only their own image, nodes [0, image_nodes_) run image by image, each thread whole
   // images through all of them with batch-1 shapes, its own arena and workspace, so that every
   // intermediate tensor is one image's (in L2) instead of the batch's; the values they pass on
-  // (image_out_) are written straight into their batch buffers, at the image's place.
+  // (image_out_) are written straight into their batch buffers, at the image's place. Returns the
+  // bytes of the per-thread image arenas (0 when the pass is off).
   size_t plan_image_pass(const std::vector<Shape>& shapes, const std::vector<ConcatSlice>& slices);
   // Arena slots for the values the nodes write for which place(i) holds, lifetimes from the
   // reads of the nodes for which reads(i) holds. Returns the arena size.
@@ -184,7 +185,6 @@ class Session {
     float* workspace = nullptr;
   };
   std::vector<ImageThread> image_threads_;
-  size_t image_floats_ = 0;             // per thread: arena, then workspace
   HugePageBuffer image_storage_;
   uint64_t profiled_runs_ = 0;
 };

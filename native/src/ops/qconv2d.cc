@@ -420,7 +420,9 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
   const int64_t staging = g.grid_out ? 0 : ((og + g.mr - 1) / g.mr * g.mr * s.chunk + 63) / 64 * 64;
   for (int64_t b = 0; b < c.n; ++b) {
     // The slack past the last plane is read by dropped columns and by the last row's taps past
-    // its end (as x_zp padding); channels split between the threads.
+    // its end (as x_zp padding); channels split between the threads. With pixel columns the last
+    // tile's lanes past the last pixel also load (never store) and may reach past the slack into
+    // this workspace's per-thread area: inside the workspace, values unused.
     const int64_t planes_bytes = c.c * s.phases * s.hq * s.wq;
     std::memset(padded + planes_bytes, q.x_zp, size_t(s.padded_bytes - planes_bytes));
     const int64_t image = b * c.c * in_plane;

@@ -40,8 +40,20 @@ void ds_f32_softmax__avx512(const SoftmaxParams& p, const float* x, float* y) {
   const int64_t n = p.axis;
   for (int64_t o = 0; o < p.outer; ++o, x += n, y += n) {
     __m512 m = _mm512_set1_ps(-__builtin_inff());
-    for (int64_t a = 0; a < n; a += 16) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, lanes(n - a), x + a));
-    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+    __mmask16 nan = 0;
+    for (int64_t a = 0; a < n; a += 16) {
+      const __m512 v = _mm512_mask_loadu_ps(m, lanes(n - a), x + a);
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      m = _mm512_max_ps(m, v);
+    }
+    const float row_max = _mm512_reduce_max_ps(m);
+    // vmaxps drops NaNs and the clamp in exp_nonpositive would turn inf - inf into 0: a row with
+    // a NaN or an infinite maximum takes the scalar kernel's IEEE results (NaNs).
+    if (nan || !(row_max > -__builtin_inff() && row_max < __builtin_inff())) {
+      ds_f32_softmax__scalar(SoftmaxParams{1, n, 1}, x, y);
+      continue;
+    }
+    const __m512 mx = _mm512_set1_ps(row_max);
     __m512 sum = _mm512_setzero_ps();
     for (int64_t a = 0; a < n; a += 16) {
       const __mmask16 k = lanes(n - a);
