@@ -205,7 +205,7 @@ def measure(args: argparse.Namespace) -> dict:
         save()
         print(f"{name}: {key} {acc:.2f}% ({seconds:.0f} s)", flush=True)
 
-    def int8_accuracy(qgraph) -> float:
+    def quantized_accuracy(qgraph) -> float:
         if args.engine == "reference":
             y = run_quantized(qgraph, tx, batch=args.batch)
         else:
@@ -244,7 +244,7 @@ def measure(args: argparse.Namespace) -> dict:
         for bits in args.activation_bits:
             t = time.time()
             qgraph = quantize_graph(graph, calib=calib, method=method, activation_bits=bits)
-            record(f"ptq_int{bits}_{method}", int8_accuracy(qgraph), time.time() - t)
+            record(f"ptq_int{bits}_{method}", quantized_accuracy(qgraph), time.time() - t)
 
     # QAT on a copy; `model` stays the fp32 checkpoint.
     if "qat" not in args.skip:
@@ -267,7 +267,7 @@ def measure(args: argparse.Namespace) -> dict:
         save()
         t = time.time()
         qat_graph = optimize(from_torch(qat_model.eval(), example))
-        record("qat_int8", int8_accuracy(quantize_graph(qat_graph, ranges=complete_ranges(qat_graph, ranges))),
+        record("qat_int8", quantized_accuracy(quantize_graph(qat_graph, ranges=complete_ranges(qat_graph, ranges))),
                time.time() - t)
         t = time.time()
         qm = prepare_qat(qat_model)

@@ -344,13 +344,13 @@ def _points(gm: torch.fx.GraphModule) -> list[_Point]:
 
 
 def prepare_qat(model: nn.Module, config: QATConfig | None = None, *, keep_fp32: Iterable[str] = (),
-                weight_bits: int = 8, int16: Iterable[str] = ()) -> torch.fx.GraphModule:
+                weight_bits: int = 8, int16: Iterable[str] = (), activation_bits: int = 8) -> torch.fx.GraphModule:
     """A fake-quantized copy of `model` (a torch.fx GraphModule); `model` is not modified.
 
     keep_fp32: conv/fc layer names whose weights stay float (their activations are still quantized
     where a quantized op reads or writes them). int16: conv/fc layers that will run 16x8 (their
-    activations simulated as i16, see set_quantized). `convert` writes the trained weights back to
-    `model`.
+    activations simulated as i16, see set_quantized); activation_bits 16: every conv/fc layer not in
+    keep_fp32, as quantize_graph takes them. `convert` writes the trained weights back to `model`.
     """
     config = config or QATConfig()
     gm = torch.fx.symbolic_trace(copy.deepcopy(model))
@@ -361,6 +361,8 @@ def prepare_qat(model: nn.Module, config: QATConfig | None = None, *, keep_fp32:
         unknown = set(names) - set(layer_names)
         if unknown:
             raise ValueError(f"{what}: unknown layer(s) {sorted(unknown)}; conv/fc layers: {', '.join(layer_names)}")
+    if activation_bits == 16:
+        wide = [n for n in layer_names if n not in keep]
     for n in list(gm.graph.nodes):
         if n.op != "call_module" or not isinstance(modules.get(n.target), (nn.Conv2d, nn.Linear)):
             continue
@@ -604,10 +606,8 @@ def quantization_aware_training(
 
     loss = loss if loss is not None else default_loss(model)
 
-    keep = set(keep_fp32)
-    wide = [n for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear)) and n not in keep] \
-        if activation_bits == 16 else list(int16)
-    qm = prepare_qat(model, config, keep_fp32=keep, weight_bits=weight_bits, int16=wide)
+    qm = prepare_qat(model, config, keep_fp32=keep_fp32, weight_bits=weight_bits, int16=int16,
+                     activation_bits=activation_bits)
     x, y = train_data
     calibrate(qm, x[: config.calib_samples])
     history: dict[str, Any] = {}
