@@ -115,6 +115,10 @@ struct State {
   int64_t ws_bytes = 0;                // per thread, in the workspace after the phase planes
 };
 
+// The int16 GEMM's int64 block per thread: kQ16Mr rows of kQ16Nr, and one row of slack because
+// the store kernels read whole rows from a column offset below kQ16Nr.
+constexpr int64_t kQ16AccBytes = (kQ16Mr + 1) * kQ16Nr * 8;
+
 constexpr int64_t kQuantizedRowMax = 4096;  // bytes of one quantized input row, on the stack
 constexpr int64_t kPrefetchRows = 4;
 
@@ -176,8 +180,9 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       s->q16_input = {xd[1], xd[2], xd[3]};
       const bool in_place = in[0].dtype == kDtypeI16 && s->phases == 1 && s->hq == xd[2] && s->wq == xd[3];
       s->padded_bytes = in_place ? 0 : xd[1] * s->phases * s->hq * s->wq * 2;
-      // Per thread: the B panel and the int64 block.
-      s->ws_bytes = (s->k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64 + kQ16Mr * kQ16Nr * 8;
+      // Per thread: the B panel, the int64 block with one row of slack (store reads whole rows from
+      // a column offset below kQ16Nr), then one input row widened from u8 while filling the planes.
+      s->ws_bytes = (s->k2 * kQ16Nr * 2 * 2 + 63) / 64 * 64 + kQ16AccBytes + (xd[3] * 2 + 63) / 64 * 64;
     }
     return s;
   }
@@ -554,8 +559,9 @@ void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QC
     const X* xb = x + b * c.c * c.h * c.w;
     if (s.padded_bytes > 0) {
       const int64_t per = (c.c + threads - 1) / threads;
-      parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int) {
-        std::vector<int16_t> wide(sizeof(X) == 1 ? size_t(c.w) : 0);  // a u8 row as x - x_zp
+      parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int thread) {
+        // a u8 row as x - x_zp, in this thread's slice (its GEMM part is unused until the planes are filled)
+        int16_t* wide = reinterpret_cast<int16_t*>(ws + thread * s.ws_bytes + panel_bytes + kQ16AccBytes);
         for (int64_t ci = t * per; ci < std::min(c.c, (t + 1) * per); ++ci) {
           std::fill(padded + ci * planes_per_channel, padded + (ci + 1) * planes_per_channel, int16_t(0));
           const X* xc = xb + ci * c.h * c.w;
@@ -564,7 +570,7 @@ void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QC
               return xc + iy * c.w;
             } else {
               for (int64_t ix = 0; ix < c.w; ++ix) wide[size_t(ix)] = int16_t(xc[iy * c.w + ix] - q.x_zp);
-              return static_cast<const int16_t*>(wide.data());
+              return static_cast<const int16_t*>(wide);
             }
           }, padded, ci, 0, c.h);
         }
