@@ -11,9 +11,11 @@
 namespace ds {
 namespace {
 
-// exp(x) for x <= 0 (x - max); below -103 the result is 0 (as expf's underflow).
+// exp(x) for x <= 0 (x - max); below -103 the result is 0 (as expf's underflow). A NaN x stays
+// NaN (vmaxps returns its second operand when either is NaN), so a row with a NaN, or with an
+// infinite maximum (inf - inf), sums to NaN and gives NaNs as the scalar kernel does.
 inline __m512 exp_nonpositive(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -40,20 +42,8 @@ void ds_f32_softmax__avx512(const SoftmaxParams& p, const float* x, float* y) {
   const int64_t n = p.axis;
   for (int64_t o = 0; o < p.outer; ++o, x += n, y += n) {
     __m512 m = _mm512_set1_ps(-__builtin_inff());
-    __mmask16 nan = 0;
-    for (int64_t a = 0; a < n; a += 16) {
-      const __m512 v = _mm512_mask_loadu_ps(m, lanes(n - a), x + a);
-      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-      m = _mm512_max_ps(m, v);
-    }
-    const float row_max = _mm512_reduce_max_ps(m);
-    // vmaxps drops NaNs and the clamp in exp_nonpositive would turn inf - inf into 0: a row with
-    // a NaN or an infinite maximum takes the scalar kernel's IEEE results (NaNs).
-    if (nan || !(row_max > -__builtin_inff() && row_max < __builtin_inff())) {
-      ds_f32_softmax__scalar(SoftmaxParams{1, n, 1}, x, y);
-      continue;
-    }
-    const __m512 mx = _mm512_set1_ps(row_max);
+    for (int64_t a = 0; a < n; a += 16) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, lanes(n - a), x + a));
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
     __m512 sum = _mm512_setzero_ps();
     for (int64_t a = 0; a < n; a += 16) {
       const __mmask16 k = lanes(n - a);
