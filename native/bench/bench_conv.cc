@@ -85,8 +85,6 @@ double process_cpu_ms() {
   return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
 }
 
-float* align64(float* p) { return p + (16 - (reinterpret_cast<uintptr_t>(p) / 4) % 16) % 16; }
-
 // The prepared conv2d op (k x k, bias, relu) as the session runs it; ms per call. winograd: -1
 // leaves DS_CONV_WINOGRAD as it is.
 double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int64_t stride, int64_t pad,
@@ -109,11 +107,11 @@ double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int
   if (winograd >= 0) unsetenv("DS_CONV_WINOGRAD");
   const std::vector<const ds::Shape*> in_shapes = {&xs, &ws, &bs};
   std::vector<float> workspace(size_t(ds::kConv2dOp.workspace_floats(p, state.get(), in_shapes, os, threads) + 16));
-  float* ws_aligned = align64(workspace.data());
+  float* ws_aligned = bench::align64(workspace.data());
   // Input and output 64-byte aligned, as the session's activation arena places them.
   std::vector<float> x_buf(x.size() + 16), y(size_t(o * oh * ow) + 16);
-  float* const xa = align64(x_buf.data());
-  float* const ya = align64(y.data());
+  float* const xa = bench::align64(x_buf.data());
+  float* const ya = bench::align64(y.data());
   std::copy(x.begin(), x.end(), xa);
   const std::vector<ds::OpInput> in = {{xa, &xs}, {w.data(), &ws}, {b.data(), &bs}};
   const ds::RunContext ctx{state.get(), pool, ws_aligned};

@@ -17,4 +17,10 @@ inline std::vector<float> random_vec(size_t n, uint32_t seed) {
   return v;
 }
 
+// The first 64-byte aligned float at or after p (vectors allocated 16 floats longer), as the
+// session's arena and workspace are aligned.
+inline float* align64(float* p) {
+  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
+}
+
 }  // namespace bench

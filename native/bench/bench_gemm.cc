@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
         if (isa == ds::Isa::kScalar && threads > 1) break;
         ds::ThreadPool pool(threads);
         std::vector<float> ws(size_t(ds::gemm_workspace_floats(g, threads)) + 16);
-        float* wsa = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t(63));
+        float* wsa = bench::align64(ws.data());
         const double flop = 2.0 * double(s.m) * double(s.n) * double(s.k) * 1e-9;
         const Timing t = time_rounds([&] { ds::gemm(g, p, wsa, pool); }, repeats,
                                      g_ref_loop ? reference_gflops : nullptr, flop * 1e9);
