@@ -172,6 +172,8 @@ int main(int argc, char** argv) {
       {"conv 3x3 14x14 256->256 as pixels (M=196 K=2304 N=256)", 196, 256, 2304, true, true},
       {"conv 3x3 7x7 512->512 as pixels (M=49 K=4608 N=512)", 49, 512, 4608, true, true},
       {"conv 1x1 28x28 128->256 (M=256 K=128 N=784)", 256, 784, 128, false},
+      {"conv 1x1 13x13 512->1000 as pixels (M=169 K=512 N=1000)", 169, 1000, 512, true, true},
+      {"conv 6x6 36x36 16->48 (M=48 K=576 N=1296)", 48, 1296, 576, false},
       {"edge rows (M=1 K=960 N=320, A and B packed)", 1, 320, 960, true, true},
       {"edge rows (M=3 K=960 N=320, A and B packed)", 3, 320, 960, true, true},
       {"fc 1280->1000 as W.x (M=1000 K=1280 N=1)", 1000, 1, 1280, false},
