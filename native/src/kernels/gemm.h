@@ -142,6 +142,7 @@ inline GemmParams gemm_slice(const GemmParams& p, int32_t mr, int32_t nr, int64_
 void ds_f32_gemm__scalar(const GemmParams& p, float* workspace);
 void ds_f32_gemm__avx2(const GemmParams& p, float* workspace);
 void ds_f32_gemm__avx512(const GemmParams& p, float* workspace);
+void ds_f32_gemm_rows__avx2(const GemmParams& p, const GemmRowsB& b);
 void ds_f32_gemm_rows__avx512(const GemmParams& p, const GemmRowsB& b);
 extern const GemmKernels ds_f32_gemm_kernels__scalar;
 extern const GemmKernels ds_f32_gemm_kernels__avx2;
