@@ -97,6 +97,10 @@ struct GemmKernels {
   int64_t workspace_floats;   // per thread
   GemmFn gemm;
   GemmRowsFn gemm_rows = nullptr;  // where the level has one
+  // gemm_rows reads a column panel's B rows again for every row tile: conv2d's implicit im2col
+  // pays against a packed im2col only while M x (distinct B rows of a panel) is at most this
+  // (0: no bound). Measured per level (docs/kernels.md, "gemm_rows").
+  int64_t rows_reuse_limit = 0;
 };
 
 // Packing (src/kernels/ref/f32-gemm-pack.cc): `rows` rows of `depth` steps into ceil(rows/tile)

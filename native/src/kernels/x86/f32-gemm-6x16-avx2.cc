@@ -177,6 +177,14 @@ void ds_f32_gemm__avx2(const GemmParams& p, float* workspace) {
   x86::gemm_blocked<Cfg>(p, kUkernels, workspace);
 }
 
+// Past M x (distinct B rows per panel) = 16K the panel's rows (16 floats, two lines each) no
+// longer stay in the 32 KB L1d over M / 6 row tiles and the implicit im2col loses to the packed
+// one (BENCH_P10=1 bench_conv layer, DS_CONV_ROWS=0|1, 1 thread, packed -> implicit ms: 3x3 s2
+// 16x56x56 -> 128, 96 rows, 0.65 -> 0.61; 32x56x56 -> 128, 192 rows, 0.81 -> 0.95; 64x56x56 -> 128
+// 1.67 -> 1.95; 3x3 s1 64x27x27 -> 32, 192 rows, 0.54 -> 0.44; 80x28x28 -> 64, 240 rows, 1.54 ->
+// 1.43; 128x28x28 -> 128, 384 rows, 3.08 -> 3.43).
+constexpr int64_t kRowsReuseLimit = 16 * 1024;
+
 // Column panels outer, row tiles inner: a panel's B rows (a few input rows per channel) stay in
 // L1 across the row tiles while the packed A (m x k) streams from L2; the whole K per tile. The
 // last, partial panel reads B with masks (nothing past column n) and, up to 8 columns, as a 6x8
@@ -218,6 +226,6 @@ void ds_f32_gemm_rows__avx2(const GemmParams& p, const GemmRowsB& rb) {
 
 const GemmKernels ds_f32_gemm_kernels__avx2 = {"ds_f32_gemm_ukernel_6x16__avx2", kMr, kNr, Cfg::kKc,
                                                Cfg::kMc, Cfg::kNc, Cfg::kWorkspace, ds_f32_gemm__avx2,
-                                               ds_f32_gemm_rows__avx2};
+                                               ds_f32_gemm_rows__avx2, kRowsReuseLimit};
 
 }  // namespace ds
