@@ -101,6 +101,9 @@ struct GemmKernels {
   // pays against a packed im2col only while M x (distinct B rows of a panel) is at most this
   // (0: no bound). Measured per level (docs/kernels.md, "gemm_rows").
   int64_t rows_reuse_limit = 0;
+  // gemm_rows streams the packed A once per column panel: conv2d's direct 1x1 pays only while A
+  // (m x k) is at most this many floats, so that it stays in L2 across the panels (0: no bound).
+  int64_t rows_a_floats = 0;
 };
 
 // Packing (src/kernels/ref/f32-gemm-pack.cc): `rows` rows of `depth` steps into ceil(rows/tile)

@@ -292,11 +292,16 @@ bool implicit_rows(const GemmKernels& g, const Conv2dParams& c, int64_t m, int64
 // 1x1 convolutions (stride 1, or after the strided gather) on a level with gemm_rows read B, the
 // [C/g, H*W] plane, in place: row q at offset q * H*W, no packed copy of the input (which cost
 // K x N floats per call: 10-30% of the small-N layers of MobileNet V2 and SqueezeNet 1.1).
-// DS_CONV_ROWS=0 turns it off (and the implicit im2col with it).
-bool direct_1x1(const GemmKernels& g) {
+// DS_CONV_ROWS=0 turns it off (and the implicit im2col with it). gemm_rows streams the whole
+// packed weight (m x k) once per column panel, so on a level with GemmKernels::rows_a_floats a
+// larger weight keeps the packed plane (M blocks of the weight reused across the panels).
+bool rows_on(const GemmKernels& g) {
   if (!g.gemm_rows) return false;
   const char* force = std::getenv("DS_CONV_ROWS");
   return !(force && force[0] == '0');
+}
+bool direct_1x1(const GemmKernels& g, int64_t m, int64_t k) {
+  return rows_on(g) && (!g.rows_a_floats || m * k <= g.rows_a_floats);
 }
 
 // Tasks of the direct 1x1 GEMM: column ranges of whole nr panels x row ranges of whole mr tiles.
@@ -623,13 +628,13 @@ bool pixels_pay(int64_t n, int64_t m, int64_t k, int64_t ow, bool pointwise, con
   // Rows of 8, 12 or 14 outputs the implicit im2col wraps over: no im2col^T, no transpose, the
   // weight as A re-read per panel from L2 while it fits there (FaceNet-1M conv3, 48x12x12 -> 96
   // 5x5, 1 thread: 0.089-0.091 -> 0.066-0.068 ms; ResNet-18's 256x14x14 3x3, 2.4 MB, level).
-  if (!pointwise && ow < 16 && direct_1x1(g) && gemm_rows_wraps(ow, 0) && m * k < 256 * 1024 &&
+  if (!pointwise && ow < 16 && rows_on(g) && gemm_rows_wraps(ow, 0) && m * k < 256 * 1024 &&
       rows_reuse_pays(g, m, b_rows))
     return false;
   if (!pointwise) return true;
   auto fills = [&](int64_t x, int64_t tile) { return x * 100 >= 85 * (ceil_div(x, tile) * tile); };
   if (!fills(n, g.nr) || m * k >= 256 * 1024) return true;
-  if (direct_1x1(g)) return fills(m, g.nr) && k >= 3 * m;
+  if (direct_1x1(g, m, k)) return fills(m, g.nr) && k >= 3 * m;
   return k >= m || k >= 256;
 }
 
@@ -717,7 +722,7 @@ int64_t image_workspace(const OpParams& p, const State* s, const std::vector<con
     case Path::kGemm1x1:
     case Path::kGemm1x1Strided: {
       const int64_t sub = s->path == Path::kGemm1x1Strided ? round16((*in[0])[1] * os[2] * os[3]) : 0;
-      if (direct_1x1(*s->g)) return sub + round16(2 * s->k);  // the offsets (int64)
+      if (direct_1x1(*s->g, s->m, s->k)) return sub + round16(2 * s->k);  // the offsets (int64)
       return sub + split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
     }
     case Path::kGemmIm2col: {
@@ -770,7 +775,7 @@ struct FusedBands {
 
 FusedBands fused_bands(const OpParams::FusedDepthwise& dw, int64_t c, int64_t ow) {
   FusedBands f;
-  f.rows = 8;  // the AVX-512 depthwise kernel's own band; two of the AVX2 kernel's 4-row blocks
+  f.rows = 8;  // the AVX-512 depthwise kernel's own band (not tuned at AVX2)
   // With an expand, its slice (rows under the window x the input width) kept near half the L2.
   while (dw.expand && f.rows > 2 && c * ((f.rows - 1) * dw.stride + 3) * dw.in_w * 4 > 512 * 1024) f.rows /= 2;
   f.band = round16(f.rows * ow);
@@ -1075,7 +1080,7 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
 
 // A direct 1x1 conv (group 1) that fuse_producer may take into a depthwise -> 1x1 node.
 bool fusable_1x1(const OpParams& p, const State* s) {
-  return s && s->path == Path::kGemm1x1 && p.group == 1 && direct_1x1(*s->g);
+  return s && s->path == Path::kGemm1x1 && p.group == 1 && direct_1x1(*s->g, s->m, s->k);
 }
 
 // fuse_producer: a direct 1x1 after a depthwise 3x3 whose output rows are wide enough for the
@@ -1187,7 +1192,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         src = sub;
         src_plane = n;
       }
-      if (direct_1x1(g)) {
+      if (direct_1x1(g, s->m, s->k)) {
         // gemm_rows reads B straight from the plane (row q of a group at q * src_plane): no packing.
         int64_t* offs = reinterpret_cast<int64_t*>(blocks_ws);
         for (int64_t q = 0; q < cg; ++q) offs[q] = q * src_plane;
