@@ -775,7 +775,7 @@ struct FusedBands {
 
 FusedBands fused_bands(const OpParams::FusedDepthwise& dw, int64_t c, int64_t ow) {
   FusedBands f;
-  f.rows = 8;  // the AVX-512 depthwise kernel's own band (not tuned at AVX2)
+  f.rows = 8;  // the AVX-512 depthwise kernel's own band (at AVX2 4 was no better)
   // With an expand, its slice (rows under the window x the input width) kept near half the L2.
   while (dw.expand && f.rows > 2 && c * ((f.rows - 1) * dw.stride + 3) * dw.in_w * 4 > 512 * 1024) f.rows /= 2;
   f.band = round16(f.rows * ow);
