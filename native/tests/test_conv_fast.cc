@@ -209,7 +209,7 @@ TEST(conv2d_paths_match_reference_at_every_level) {
       {4, 7, 13, 11, 29, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, false, 1},   // 1x1 s2
       {5, 16, 12, 13, 40, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 2},   // pointwise
       {3, 16, 41, 41, 48, 6, 6, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},   // FaceNet conv2, batch 3
-      // Implicit im2col (stride 1, k >= 3m, AVX-512): pads, dilation, groups, sigmoid and tanh
+      // Implicit im2col (stride 1, k >= 3m; AVX-512, AVX2): pads, dilation, groups, sigmoid and tanh
       // (the scalar pass), m = mr + 1 with columns split across threads.
       {1, 3, 17, 19, 5, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},
       {1, 4, 14, 16, 5, 3, 3, 1, 1, 2, 2, 1, {2, 2, 2, 2}, true, 4},
@@ -495,7 +495,7 @@ TEST(conv2d_depthwise_1x1_fusion_matches_the_two_nodes) {
       xs.push_back(opt::random_vec(rng, size_t(p.n * p.o * oh * ow)));
       shapes.push_back({p.n, p.o, oh, ow});
     }
-    {  // fused on this machine's best level when it has gemm_rows (AVX-512): no buffer for the depthwise output
+    {  // fused on this machine's best level when it has gemm_rows (AVX-512, AVX2): no buffer for the depthwise output
       const dsw::Bytes bytes = dsw::serialize(fused);
       std::unique_ptr<ds::Model> model = ds::load_model(bytes.data(), bytes.size());
       ds::Session session(*model, 1);

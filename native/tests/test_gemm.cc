@@ -6,6 +6,7 @@
 #include <cfloat>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -282,91 +283,118 @@ class GuardedFloats {
 };
 
 // GemmKernels::gemm_rows (B rows at arbitrary offsets of one buffer) against double loops: edge
-// sizes around the tile, every activation and bias kind, a residual, padded C rows left untouched.
-// B ends right before an inaccessible page, and one row starts n floats before it: the kernel may
-// read nothing past column n of a row.
+// sizes around the tile and random ones, every activation and bias kind, a residual, padded C rows
+// left untouched; contiguous rows or columns wrapping at widths of 8-15 (where gemm_rows_wraps
+// allows them) and 16-40, from any first column. B ends right before an inaccessible page, and one
+// row starts n floats before it: the kernel may read nothing past column n of a row.
 void gemm_rows_at(Isa isa) {
   if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
   const GemmKernels& g = *ds::kernels_for(isa).gemm;
   if (!g.gemm_rows) SKIP(std::string(ds::isa_name(isa)) + " has no gemm_rows");
   tiny::Rng rng(31 + int(isa));
-  const std::vector<int64_t> ms = edge_sizes(g.mr), ns = edge_sizes(g.nr);
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // (m, n): every edge pair, then random sizes
+  for (int64_t m : edge_sizes(g.mr))
+    for (int64_t n : edge_sizes(g.nr)) shapes.emplace_back(m, n);
+  for (int r = 0; r < 80; ++r) shapes.emplace_back(1 + rng.below(uint32_t(4 * g.mr + 3)), 1 + rng.below(uint32_t(6 * g.nr + 5)));
   int failures = 0;
-  for (int64_t m : ms)
-    for (int64_t n : ns) {
-      const int64_t k = 1 + rng.below(600), ldc = n + (rng.below(2) ? 3 : 0);
-      const int32_t act = int32_t(rng.below(8)), bias_kind = int32_t(rng.below(3));
-      const bool residual = rng.below(2);
-      std::vector<int64_t> offs(static_cast<size_t>(k));
-      const int64_t span = 4 * k + 50;  // rows overlap and come in any order, as conv taps do
-      for (int64_t q = 0; q < k; ++q) offs[size_t(q)] = rng.below(uint32_t(span));
-      offs[size_t(rng.below(uint32_t(k)))] = span;  // a row that ends at the end of the buffer
-      // Contiguous rows, or columns that wrap every `width` over a skip (output rows in a padded
-      // plane), from column col0 on (a thread's slice).
-      ds::GemmRowsB rows;
-      rows.offsets = offs.data();
-      if (rng.below(2)) rows.width = 16 + rng.below(25), rows.skip = rng.below(8);
-      rows.col0 = rng.below(2) ? rng.below(50) : 0;
-      if (rng.below(4) == 0) {  // a narrow width whose vectors still cross one row at most
-        const int64_t narrow[] = {8, 12, 14};
-        rows.width = narrow[rng.below(3)], rows.skip = rng.below(8), rows.col0 = 16 * rng.below(4);
-        CHECK(ds::gemm_rows_wraps(rows.width, rows.col0));
-      }
-      auto at = [&](int64_t x) { return rows.width ? (x / rows.width) * (rows.width + rows.skip) + x % rows.width : x; };
-      GuardedFloats src(size_t(span + at(rows.col0 + n - 1) + 1));
-      for (size_t i = 0; i < src.size(); ++i) src.data()[i] = rng.uniform(-1.0f, 1.0f);
-      std::vector<float> a(size_t(m * k)), bias(size_t(std::max(m, n))), res(size_t(m * n));
-      for (float& v : a) v = rng.uniform(-1.0f, 1.0f);
-      for (float& v : bias) v = rng.uniform(-1.0f, 1.0f);
-      for (float& v : res) v = rng.uniform(-1.0f, 1.0f);
-      std::vector<float> ap(size_t(ds::gemm_packed_a_size(g, m, k)) + 16);
-      ds::gemm_pack_a(g, m, k, a.data(), k, 1, ap.data());
-      std::vector<float> c(size_t(m * ldc), -7.0f);
-      GemmParams p;
-      p.m = m, p.n = n, p.k = k;
-      p.a = {ap.data(), 0, 0, true};
-      p.b.data = src.data();
-      p.c = c.data();
-      p.c_row_stride = ldc;
-      p.bias = bias_kind ? bias.data() : nullptr;
-      p.bias_kind = bias_kind;
-      p.residual = residual ? res.data() : nullptr;
-      p.residual_row_stride = n;
-      p.act = act, p.alpha = 0.1f, p.beta = 0.9f;
-      g.gemm_rows(p, rows);
-      int64_t bad = 0;
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < ldc; ++j) {
-          const float v = c[size_t(i * ldc + j)];
-          if (j >= n) {
-            bad += v != -7.0f;
-            continue;
-          }
-          double t = 0, mag = 0;
-          for (int64_t q = 0; q < k; ++q) {
-            const double x = double(a[size_t(i * k + q)]) * src.data()[size_t(offs[size_t(q)] + at(rows.col0 + j))];
-            t += x, mag += std::fabs(x);
-          }
-          if (bias_kind) {
-            const float b = bias[size_t(bias_kind == 1 ? i : j)];
-            t += b, mag += std::fabs(b);
-          }
-          if (residual) t += res[size_t(i * n + j)], mag += std::fabs(res[size_t(i * n + j)]);
-          const float w = ds::gemm_activate(act, float(t), p.alpha, p.beta);
-          const double allowed = tol::kGemm * mag + tol::kActivationUlps * FLT_EPSILON * std::fabs(w) + 1e-30;
-          bad += !(std::fabs(double(v) - w) <= allowed);
-        }
-      CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " gemm_rows m=" + std::to_string(m) + " n=" +
-                              std::to_string(n) + " k=" + std::to_string(k) + " act=" + std::to_string(act) +
-                              " width=" + std::to_string(rows.width) + " skip=" + std::to_string(rows.skip) +
-                              " col0=" + std::to_string(rows.col0) + ": " +
-                              std::to_string(bad) + " elements off");
-      if (bad && ++failures > 5) return;
+  for (const auto& [m, n] : shapes) {
+    const int64_t k = 1 + rng.below(600), ldc = n + (rng.below(2) ? 3 : 0);
+    const int32_t act = int32_t(rng.below(8)), bias_kind = int32_t(rng.below(3));
+    const bool residual = rng.below(2);
+    std::vector<int64_t> offs(static_cast<size_t>(k));
+    const int64_t span = 4 * k + 50;  // rows overlap and come in any order, as conv taps do
+    for (int64_t q = 0; q < k; ++q) offs[size_t(q)] = rng.below(uint32_t(span));
+    offs[size_t(rng.below(uint32_t(k)))] = span;  // a row that ends at the end of the buffer
+    // Contiguous rows, or columns that wrap every `width` over a skip (output rows in a padded
+    // plane), from column col0 on (a thread's slice).
+    ds::GemmRowsB rows;
+    rows.offsets = offs.data();
+    if (rng.below(2)) rows.width = 16 + rng.below(25), rows.skip = rng.below(8);
+    rows.col0 = rng.below(2) ? rng.below(50) : 0;
+    if (rng.below(4) == 0) {  // a narrow width whose vectors still cross one row at most
+      const int64_t narrow[] = {8, 12, 14, 15};
+      rows.width = narrow[rng.below(4)], rows.skip = rng.below(8), rows.col0 = 16 * rng.below(4);
+      CHECK(ds::gemm_rows_wraps(rows.width, rows.col0));
+    } else if (rng.below(4) == 0) {  // any narrow width and first column the check allows
+      const int64_t width = 8 + rng.below(8), col0 = rng.below(64);
+      if (ds::gemm_rows_wraps(width, col0)) rows.width = width, rows.skip = rng.below(8), rows.col0 = col0;
     }
+    auto at = [&](int64_t x) { return rows.width ? (x / rows.width) * (rows.width + rows.skip) + x % rows.width : x; };
+    GuardedFloats src(size_t(span + at(rows.col0 + n - 1) + 1));
+    for (size_t i = 0; i < src.size(); ++i) src.data()[i] = rng.uniform(-1.0f, 1.0f);
+    std::vector<float> a(size_t(m * k)), bias(size_t(std::max(m, n))), res(size_t(m * n));
+    for (float& v : a) v = rng.uniform(-1.0f, 1.0f);
+    for (float& v : bias) v = rng.uniform(-1.0f, 1.0f);
+    for (float& v : res) v = rng.uniform(-1.0f, 1.0f);
+    std::vector<float> ap(size_t(ds::gemm_packed_a_size(g, m, k)) + 16);
+    ds::gemm_pack_a(g, m, k, a.data(), k, 1, ap.data());
+    std::vector<float> c(size_t(m * ldc), -7.0f);
+    GemmParams p;
+    p.m = m, p.n = n, p.k = k;
+    p.a = {ap.data(), 0, 0, true};
+    p.b.data = src.data();
+    p.c = c.data();
+    p.c_row_stride = ldc;
+    p.bias = bias_kind ? bias.data() : nullptr;
+    p.bias_kind = bias_kind;
+    p.residual = residual ? res.data() : nullptr;
+    p.residual_row_stride = n;
+    p.act = act, p.alpha = 0.1f, p.beta = 0.9f;
+    g.gemm_rows(p, rows);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < ldc; ++j) {
+        const float v = c[size_t(i * ldc + j)];
+        if (j >= n) {
+          bad += v != -7.0f;
+          continue;
+        }
+        double t = 0, mag = 0;
+        for (int64_t q = 0; q < k; ++q) {
+          const double x = double(a[size_t(i * k + q)]) * src.data()[size_t(offs[size_t(q)] + at(rows.col0 + j))];
+          t += x, mag += std::fabs(x);
+        }
+        if (bias_kind) {
+          const float b = bias[size_t(bias_kind == 1 ? i : j)];
+          t += b, mag += std::fabs(b);
+        }
+        if (residual) t += res[size_t(i * n + j)], mag += std::fabs(res[size_t(i * n + j)]);
+        const float w = ds::gemm_activate(act, float(t), p.alpha, p.beta);
+        const double allowed = tol::kGemm * mag + tol::kActivationUlps * FLT_EPSILON * std::fabs(w) + 1e-30;
+        bad += !(std::fabs(double(v) - w) <= allowed);
+      }
+    CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " gemm_rows m=" + std::to_string(m) + " n=" +
+                            std::to_string(n) + " k=" + std::to_string(k) + " act=" + std::to_string(act) +
+                            " width=" + std::to_string(rows.width) + " skip=" + std::to_string(rows.skip) +
+                            " col0=" + std::to_string(rows.col0) + ": " +
+                            std::to_string(bad) + " elements off");
+    if (bad && ++failures > 5) return;
+    // Cut at a panel and a row tile boundary as the threads' tasks are (col0 moves on with the
+    // columns): the same bits.
+    if (n > g.nr || m > g.mr) {
+      const int64_t js = n > g.nr ? g.nr * (1 + rng.below(uint32_t((n - 1) / g.nr))) : n;
+      const int64_t is = m > g.mr ? g.mr * (1 + rng.below(uint32_t((m - 1) / g.mr))) : m;
+      std::vector<float> c2(size_t(m * ldc), -7.0f);
+      p.c = c2.data();
+      const int64_t cuts[4][4] = {{0, is, 0, js}, {0, is, js, n}, {is, m, 0, js}, {is, m, js, n}};
+      for (const auto& cut : cuts) {
+        if (cut[0] == cut[1] || cut[2] == cut[3]) continue;
+        GemmParams t = ds::gemm_slice(p, g.mr, g.nr, cut[0], cut[1], cut[2], cut[3]);
+        t.b.data = src.data();
+        ds::GemmRowsB part = rows;
+        part.col0 = rows.col0 + cut[2];
+        g.gemm_rows(t, part);
+      }
+      CHECK_MSG(c2 == c, std::string(ds::isa_name(isa)) + " gemm_rows m=" + std::to_string(m) + " n=" +
+                             std::to_string(n) + " cut at " + std::to_string(is) + ", " + std::to_string(js) +
+                             ": differs from the whole");
+    }
+  }
 }
 
 }  // namespace
 
+TEST(gemm_avx2_rows) { gemm_rows_at(Isa::kAvx2); }
 TEST(gemm_avx512_rows) { gemm_rows_at(Isa::kAvx512); }
 
 // The driver's prefetch targets (f32-gemm-driver.h): walking the loop nest (N blocks, K blocks, M

@@ -97,6 +97,13 @@ struct GemmKernels {
   int64_t workspace_floats;   // per thread
   GemmFn gemm;
   GemmRowsFn gemm_rows = nullptr;  // where the level has one
+  // gemm_rows reads a column panel's B rows again for every row tile: conv2d's implicit im2col
+  // pays against a packed im2col only while M x (distinct B rows of a panel) is at most this
+  // (0: no bound). Measured per level (docs/kernels.md, "gemm_rows").
+  int64_t rows_reuse_limit = 0;
+  // gemm_rows streams the packed A once per column panel: conv2d's direct 1x1 pays only while A
+  // (m x k) is at most this many floats, so that it stays in L2 across the panels (0: no bound).
+  int64_t rows_a_floats = 0;
 };
 
 // Packing (src/kernels/ref/f32-gemm-pack.cc): `rows` rows of `depth` steps into ceil(rows/tile)
@@ -142,6 +149,7 @@ inline GemmParams gemm_slice(const GemmParams& p, int32_t mr, int32_t nr, int64_
 void ds_f32_gemm__scalar(const GemmParams& p, float* workspace);
 void ds_f32_gemm__avx2(const GemmParams& p, float* workspace);
 void ds_f32_gemm__avx512(const GemmParams& p, float* workspace);
+void ds_f32_gemm_rows__avx2(const GemmParams& p, const GemmRowsB& b);
 void ds_f32_gemm_rows__avx512(const GemmParams& p, const GemmRowsB& b);
 extern const GemmKernels ds_f32_gemm_kernels__scalar;
 extern const GemmKernels ds_f32_gemm_kernels__avx2;

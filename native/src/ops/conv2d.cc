@@ -258,10 +258,31 @@ Phases column_phases(const Conv2dParams& c, bool row_phases = false) {
 // 0.071; 64x27x27 -> 32 3x3 0.26 vs 0.23; 32x30x30 -> 32 5x5 p2 0.55 vs 0.33; LeNet-5 1x28x28 -> 6
 // 5x5 p2 0.0079 vs 0.0036; but SqueezeNet 1.1 16x55x55 -> 64 3x3 (k = 2.25 m) 0.156 vs 0.166.
 // DS_CONV_ROWS=0 turns it off.
+// The distinct B rows a gemm_rows panel of the implicit im2col reads: per channel one per tap
+// row and column phase.
+int64_t implicit_b_rows(int64_t cg, int64_t kh, int64_t kw, int64_t dil_w, int64_t stride_w) {
+  int64_t phases = 0;
+  for (int64_t px = 0; px < stride_w; ++px)
+    for (int64_t kx = 0; kx < kw; ++kx)
+      if ((kx * dil_w) % stride_w == px) {
+        ++phases;
+        break;
+      }
+  return cg * kh * phases;
+}
+
+// Whether the level's gemm_rows pays for a layer of m output channels (per group) over b_rows
+// distinct B rows (GemmKernels::rows_reuse_limit).
+bool rows_reuse_pays(const GemmKernels& g, int64_t m, int64_t b_rows) {
+  return !g.rows_reuse_limit || m * b_rows <= g.rows_reuse_limit;
+}
+
 bool implicit_rows(const GemmKernels& g, const Conv2dParams& c, int64_t m, int64_t k) {
   if (!g.gemm_rows) return false;
   const char* force = std::getenv("DS_CONV_ROWS");
   if (force && force[0] == '0') return false;
+  if (!rows_reuse_pays(g, m, implicit_b_rows(c.c / c.group, c.kh, c.kw, c.dil_w, rows_wrap(c) ? c.stride_w : 1)))
+    return false;
   if (rows_wrap(c)) return true;
   if (c.stride_h != 1 || c.stride_w != 1 || k < 3 * m) return false;
   const int64_t wq = c.ow + (c.kw - 1) * c.dil_w;
@@ -271,11 +292,16 @@ bool implicit_rows(const GemmKernels& g, const Conv2dParams& c, int64_t m, int64
 // 1x1 convolutions (stride 1, or after the strided gather) on a level with gemm_rows read B, the
 // [C/g, H*W] plane, in place: row q at offset q * H*W, no packed copy of the input (which cost
 // K x N floats per call: 10-30% of the small-N layers of MobileNet V2 and SqueezeNet 1.1).
-// DS_CONV_ROWS=0 turns it off (and the implicit im2col with it).
-bool direct_1x1(const GemmKernels& g) {
+// DS_CONV_ROWS=0 turns it off (and the implicit im2col with it). gemm_rows streams the whole
+// packed weight (m x k) once per column panel, so on a level with GemmKernels::rows_a_floats a
+// larger weight keeps the packed plane (M blocks of the weight reused across the panels).
+bool rows_on(const GemmKernels& g) {
   if (!g.gemm_rows) return false;
   const char* force = std::getenv("DS_CONV_ROWS");
   return !(force && force[0] == '0');
+}
+bool direct_1x1(const GemmKernels& g, int64_t m, int64_t k) {
+  return rows_on(g) && (!g.rows_a_floats || m * k <= g.rows_a_floats);
 }
 
 // Tasks of the direct 1x1 GEMM: column ranges of whole nr panels x row ranges of whole mr tiles.
@@ -595,18 +621,20 @@ void winograd_segments(const WinogradGeometry& q, int64_t t0, int64_t t1, int64_
 // 0.047 vs 0.050; at 7x7 960->320 0.170 vs 0.146; SqueezeNet 1.1 at 13x13 384->48 0.028 vs 0.036,
 // 512->64 0.052 vs 0.049. Without direct_1x1 (packed B): pixels also when k >= m or k >= 256
 // (MobileNet V2 at 14x14 576->96 in-model 0.135 vs 0.122).
-bool pixels_pay(int64_t n, int64_t m, int64_t k, int64_t ow, bool pointwise, const GemmKernels& g) {
+bool pixels_pay(int64_t n, int64_t m, int64_t k, int64_t ow, bool pointwise, const GemmKernels& g, int64_t b_rows) {
   const char* force = std::getenv("DS_CONV_PIXELS");
   if (force && *force) return force[0] == '1';
   if (n > 4 * m) return false;
   // Rows of 8, 12 or 14 outputs the implicit im2col wraps over: no im2col^T, no transpose, the
   // weight as A re-read per panel from L2 while it fits there (FaceNet-1M conv3, 48x12x12 -> 96
   // 5x5, 1 thread: 0.089-0.091 -> 0.066-0.068 ms; ResNet-18's 256x14x14 3x3, 2.4 MB, level).
-  if (!pointwise && ow < 16 && direct_1x1(g) && gemm_rows_wraps(ow, 0) && m * k < 256 * 1024) return false;
+  if (!pointwise && ow < 16 && rows_on(g) && gemm_rows_wraps(ow, 0) && m * k < 256 * 1024 &&
+      rows_reuse_pays(g, m, b_rows))
+    return false;
   if (!pointwise) return true;
   auto fills = [&](int64_t x, int64_t tile) { return x * 100 >= 85 * (ceil_div(x, tile) * tile); };
   if (!fills(n, g.nr) || m * k >= 256 * 1024) return true;
-  if (direct_1x1(g)) return fills(m, g.nr) && k >= 3 * m;
+  if (direct_1x1(g, m, k)) return fills(m, g.nr) && k >= 3 * m;
   return k >= m || k >= 256;
 }
 
@@ -640,8 +668,10 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   if (xd && xd->size() == 4 && (*xd)[2] > 0 && (*xd)[3] > 0) {
     const int64_t oh = window_output_size((*xd)[2], p.pads[0], p.pads[2], w[2], p.strides[0], p.dilations[0], false);
     const int64_t ow = window_output_size((*xd)[3], p.pads[1], p.pads[3], w[3], p.strides[1], p.dilations[1], false);
+    const int64_t b_rows = implicit_b_rows(w[1], w[2], w[3], p.dilations[1], p.strides[1]);
     if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow)) s->path = Path::kWinograd;
-    else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise && pixels_pay(oh * ow, s->m, s->k, ow, pointwise, *s->g))
+    else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise &&
+             pixels_pay(oh * ow, s->m, s->k, ow, pointwise, *s->g, b_rows))
       s->path = Path::kGemmPixels;
   }
   // A kernel the session was asked for (deepslim tune measures them in-model) replaces the rule's
@@ -692,7 +722,7 @@ int64_t image_workspace(const OpParams& p, const State* s, const std::vector<con
     case Path::kGemm1x1:
     case Path::kGemm1x1Strided: {
       const int64_t sub = s->path == Path::kGemm1x1Strided ? round16((*in[0])[1] * os[2] * os[3]) : 0;
-      if (direct_1x1(*s->g)) return sub + round16(2 * s->k);  // the offsets (int64)
+      if (direct_1x1(*s->g, s->m, s->k)) return sub + round16(2 * s->k);  // the offsets (int64)
       return sub + split_im2col(*s->g, s->m, s->k, os[2] * os[3], threads).thread_floats * threads;
     }
     case Path::kGemmIm2col: {
@@ -745,7 +775,7 @@ struct FusedBands {
 
 FusedBands fused_bands(const OpParams::FusedDepthwise& dw, int64_t c, int64_t ow) {
   FusedBands f;
-  f.rows = 8;  // the AVX-512 depthwise kernel's own band
+  f.rows = 8;  // the AVX-512 depthwise kernel's own band (at AVX2 4 was no better)
   // With an expand, its slice (rows under the window x the input width) kept near half the L2.
   while (dw.expand && f.rows > 2 && c * ((f.rows - 1) * dw.stride + 3) * dw.in_w * 4 > 512 * 1024) f.rows /= 2;
   f.band = round16(f.rows * ow);
@@ -1050,7 +1080,7 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
 
 // A direct 1x1 conv (group 1) that fuse_producer may take into a depthwise -> 1x1 node.
 bool fusable_1x1(const OpParams& p, const State* s) {
-  return s && s->path == Path::kGemm1x1 && p.group == 1 && direct_1x1(*s->g);
+  return s && s->path == Path::kGemm1x1 && p.group == 1 && direct_1x1(*s->g, s->m, s->k);
 }
 
 // fuse_producer: a direct 1x1 after a depthwise 3x3 whose output rows are wide enough for the
@@ -1162,7 +1192,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         src = sub;
         src_plane = n;
       }
-      if (direct_1x1(g)) {
+      if (direct_1x1(g, s->m, s->k)) {
         // gemm_rows reads B straight from the plane (row q of a group at q * src_plane): no packing.
         int64_t* offs = reinterpret_cast<int64_t*>(blocks_ws);
         for (int64_t q = 0; q < cg; ++q) offs[q] = q * src_plane;

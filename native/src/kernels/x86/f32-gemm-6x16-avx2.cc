@@ -3,6 +3,8 @@
 // Compiled with -mavx2 -mfma (native/cmake/x86_kernels.cmake).
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/x86/f32-gemm-driver.h"
 
 namespace ds {
@@ -46,39 +48,67 @@ struct Cols {
   }
 };
 
-// ds_f32_gemm_ukernel_6x16__avx2 for R = 6 rows; R < 6 for the last rows of M.
-template <int R>
-void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs,
-             bool accumulate, const x86::GemmTileEpilogue* ep, int64_t a_step, x86::GemmPrefetch pf) {
+// Where the two B vectors of a gemm_rows tile sit in each B row (kWrap): vector v is the lo_v
+// lanes at o_v and the hi_v lanes at o_v + skip (the next output row of a padded plane).
+struct RowsPanel {
+  __m256i lo0, hi0, lo1, hi1;
+  int64_t o0, o1, skip;
+};
+
+// Lanes [0, n) of a vector (n clamped to 0..8).
+inline __m256i lanes(int64_t n) {
+  const int32_t c = n <= 0 ? 0 : n >= 8 ? 8 : int32_t(n);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// ds_f32_gemm_ukernel_6x16__avx2 for R = 6 rows; R < 6 for the last rows of M. With offsets
+// (kRows), B step q is the nr floats at b + offs[q] instead of a packed panel: read with masks
+// when the tile is partial (kMaskB), so nothing past column nr is touched, and with one vector
+// (NV = 1, a 6x8 tile: half the multiply-adds) when nr <= 8. kWrap: each vector is assembled from
+// two masked loads as *rp says (columns that cross an output row).
+template <int R, bool kRows, int NV = 2, bool kMaskB = false, bool kWrap = false>
+inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c,
+                         int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep,
+                         const RowsPanel* rp = nullptr, int64_t a_step = kMr, x86::GemmPrefetch pf = {}) {
   // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 15), _MM_HINT_T0);
+    if (NV == 2) _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 15), _MM_HINT_T0);
   }
+  Cols cols;
+  cols.full = nr == kNr;
+  cols.m0 = lanes(nr);
+  cols.m1 = lanes(nr - 8);
   __m256 acc0[R], acc1[R];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t o0 = 0, o1 = 8, skip = 0;
+  __m256i lo0 = cols.m0, hi0 = lo0, lo1 = cols.m1, hi1 = lo1;
+  if (kWrap) o0 = rp->o0, o1 = rp->o1, skip = rp->skip, lo0 = rp->lo0, hi0 = rp->hi0, lo1 = rp->lo1, hi1 = rp->hi1;
   for (int64_t q = 0; q < kc; ++q) {
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    const float* bq = kRows ? b + offs[q] : b;
+    __m256 b0, b1;
+    if (kWrap) {  // masked-off lanes load as +0.0, so OR merges the two pieces exactly
+      b0 = _mm256_or_ps(_mm256_maskload_ps(bq + o0, lo0), _mm256_maskload_ps(bq + o0 + skip, hi0));
+      b1 = NV == 1 ? b0 : _mm256_or_ps(_mm256_maskload_ps(bq + o1, lo1), _mm256_maskload_ps(bq + o1 + skip, hi1));
+    } else {
+      b0 = kMaskB ? _mm256_maskload_ps(bq, lo0) : _mm256_loadu_ps(bq);
+      b1 = NV == 1 ? b0 : kMaskB ? _mm256_maskload_ps(bq + 8, lo1) : _mm256_loadu_ps(bq + 8);
+    }
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(a + r);
       acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+      if (NV == 2) acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
     }
-    if (q < pf.lines) _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
+    if (!kRows && q < pf.lines) _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
     a += a_step;
-    b += kNr;
+    if (!kRows) b += kNr;
   }
-  Cols cols;
-  cols.full = nr == kNr;
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  cols.m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(nr)), iota);
-  cols.m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(nr) - 8), iota);
   __m256 bc0 = _mm256_setzero_ps(), bc1 = bc0, alpha = bc0, beta = bc0;
   if (ep) {
-    if (ep->bias_col) bc0 = cols.load0(ep->bias_col), bc1 = cols.load1(ep->bias_col);
+    if (ep->bias_col) bc0 = cols.load0(ep->bias_col), bc1 = NV == 2 ? cols.load1(ep->bias_col) : bc0;
     alpha = _mm256_set1_ps(ep->alpha);
     beta = _mm256_set1_ps(ep->beta);
   }
@@ -88,7 +118,7 @@ void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, i
     __m256 v0 = acc0[r], v1 = acc1[r];
     if (accumulate) {
       v0 = _mm256_add_ps(v0, cols.load0(cr));
-      v1 = _mm256_add_ps(v1, cols.load1(cr));
+      if (NV == 2) v1 = _mm256_add_ps(v1, cols.load1(cr));
     }
     if (ep) {
       if (ep->bias_row) {
@@ -103,17 +133,46 @@ void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, i
       if (ep->residual) {
         const float* rr = ep->residual + r * ep->residual_row_stride;
         v0 = _mm256_add_ps(v0, cols.load0(rr));
-        v1 = _mm256_add_ps(v1, cols.load1(rr));
+        if (NV == 2) v1 = _mm256_add_ps(v1, cols.load1(rr));
       }
       v0 = activate(v0, ep->act, alpha, beta);
-      v1 = activate(v1, ep->act, alpha, beta);
+      if (NV == 2) v1 = activate(v1, ep->act, alpha, beta);
     }
-    cols.store(cr, v0, v1);
+    if (NV == 2) cols.store(cr, v0, v1);
+    else if (nr == 8) _mm256_storeu_ps(cr, v0);
+    else _mm256_maskstore_ps(cr, cols.m0, v0);
   }
+}
+
+template <int R>
+void ukernel(int64_t nr, int64_t kc, const float* a, const float* b, float* c, int64_t c_rs, bool accumulate,
+             const x86::GemmTileEpilogue* ep, int64_t a_step, x86::GemmPrefetch pf) {
+  ukernel_core<R, false>(nr, kc, a, b, nullptr, c, c_rs, accumulate, ep, nullptr, a_step, pf);
 }
 
 const x86::GemmMicrokernel kUkernels[kMr] = {ukernel<1>, ukernel<2>, ukernel<3>,
                                               ukernel<4>, ukernel<5>, ukernel<6>};
+
+using RowsMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
+                                 float* c, int64_t c_rs, const x86::GemmTileEpilogue* ep, const RowsPanel* rp);
+
+template <int R, int NV, bool kMaskB, bool kWrap>
+void ukernel_rows(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c, int64_t c_rs,
+                  const x86::GemmTileEpilogue* ep, const RowsPanel* rp) {
+  ukernel_core<R, true, NV, kMaskB, kWrap>(nr, kc, a, b, offs, c, c_rs, false, ep, rp);
+}
+
+template <int NV, bool kMaskB, bool kWrap>
+struct RowsTable {
+  static constexpr RowsMicrokernel k[kMr] = {ukernel_rows<1, NV, kMaskB, kWrap>, ukernel_rows<2, NV, kMaskB, kWrap>,
+                                             ukernel_rows<3, NV, kMaskB, kWrap>, ukernel_rows<4, NV, kMaskB, kWrap>,
+                                             ukernel_rows<5, NV, kMaskB, kWrap>, ukernel_rows<6, NV, kMaskB, kWrap>};
+};
+// [variant][rows - 1]: 0 = 16 contiguous columns, 1 = 9..15 (masked), 2 = 1..8 (one masked
+// vector); 3, 4 = two / one vector(s) that cross an output row.
+const RowsMicrokernel* const kRowsUkernels[5] = {RowsTable<2, false, false>::k, RowsTable<2, true, false>::k,
+                                                 RowsTable<1, true, false>::k, RowsTable<2, false, true>::k,
+                                                 RowsTable<1, false, true>::k};
 
 }  // namespace
 
@@ -121,7 +180,59 @@ void ds_f32_gemm__avx2(const GemmParams& p, float* workspace) {
   x86::gemm_blocked<Cfg>(p, kUkernels, workspace);
 }
 
+// Past M x (distinct B rows per panel) = 16K the panel's rows (16 floats, two lines each) no
+// longer stay in the 32 KB L1d over M / 6 row tiles and the implicit im2col loses to the packed
+// one (BENCH_P10=1 bench_conv layer, DS_CONV_ROWS=0|1, 1 thread, packed -> implicit ms: 3x3 s2
+// 16x56x56 -> 128, 96 rows, 0.65 -> 0.61; 32x56x56 -> 128, 192 rows, 0.81 -> 0.95; 64x56x56 -> 128
+// 1.67 -> 1.95; 3x3 s1 64x27x27 -> 32, 192 rows, 0.54 -> 0.44; 80x28x28 -> 64, 240 rows, 1.54 ->
+// 1.43; 128x28x28 -> 128, 384 rows, 3.08 -> 3.43).
+constexpr int64_t kRowsReuseLimit = 16 * 1024;
+// Half the 512 KB L2: ResNet-18's stage-3 shortcut (1x1 s2 256 -> 512, A = 512 KB, 4 panels)
+// in-model 0.30 -> 0.39 ms direct, against MobileNet V2's 96 -> 576 at 14x14 (A = 216 KB) hot
+// 0.289 -> 0.265.
+constexpr int64_t kRowsAFloats = 64 * 1024;
+
+// Column panels outer, row tiles inner: a panel's B rows (a few input rows per channel) stay in
+// L1 across the row tiles while the packed A (m x k) streams from L2; the whole K per tile. The
+// last, partial panel reads B with masks (nothing past column n) and, up to 8 columns, as a 6x8
+// tile. With a width, a vector whose columns cross an output row is read as two masked loads
+// (the skip columns of the padded plane are never read nor computed).
+void ds_f32_gemm_rows__avx2(const GemmParams& p, const GemmRowsB& rb) {
+  const int64_t w = rb.width, pitch = rb.width + rb.skip;
+  for (int64_t j = 0; j < p.n; j += kNr) {
+    const int64_t nr = p.n - j < kNr ? p.n - j : kNr;
+    RowsPanel rp;
+    rp.skip = rb.skip;
+    int variant = nr == kNr ? 0 : nr > 8 ? 1 : 2;
+    // Vector v holds columns col0 + j + 8 v .. + 7: at o[v] in a B row, w - x of them left in
+    // their output row.
+    int64_t o[2];
+    bool crosses = false;
+    for (int v = 0; v < 2; ++v) {
+      const int64_t js = rb.col0 + j + 8 * v, valid = p.n - j - 8 * v, x = w > 0 ? js % w : 0;
+      o[v] = w > 0 ? (js / w) * pitch + x : js;
+      const __m256i all = lanes(valid), lo = lanes(w > 0 ? std::min(w - x, valid) : valid);
+      const __m256i hi = _mm256_andnot_si256(lo, all);
+      (v == 0 ? rp.lo0 : rp.lo1) = lo;
+      (v == 0 ? rp.hi0 : rp.hi1) = hi;
+      crosses = crosses || !_mm256_testz_si256(hi, hi);
+    }
+    rp.o0 = o[0], rp.o1 = o[1];
+    const float* b = p.b.data + o[0];
+    if (crosses || (nr > 8 && o[1] != o[0] + 8)) variant = nr > 8 ? 3 : 4, b = p.b.data;
+    for (int64_t i = 0; i < p.m; i += kMr) {
+      const int64_t mr = p.m - i < kMr ? p.m - i : kMr;
+      float* c = p.c + i * p.c_row_stride + j;
+      const x86::GemmTileEpilogue ep = x86::GemmTileEpilogue::at(p, i, j);
+      kRowsUkernels[variant][mr - 1](nr, p.k, p.a.data + (i / kMr) * kMr * p.k, b, rb.offsets, c, p.c_row_stride,
+                                     &ep, &rp);
+      if (p.act == 4 || p.act == 7) x86::gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);
+    }
+  }
+}
+
 const GemmKernels ds_f32_gemm_kernels__avx2 = {"ds_f32_gemm_ukernel_6x16__avx2", kMr, kNr, Cfg::kKc,
-                                               Cfg::kMc, Cfg::kNc, Cfg::kWorkspace, ds_f32_gemm__avx2};
+                                               Cfg::kMc, Cfg::kNc, Cfg::kWorkspace, ds_f32_gemm__avx2,
+                                               ds_f32_gemm_rows__avx2, kRowsReuseLimit, kRowsAFloats};
 
 }  // namespace ds
