@@ -61,38 +61,66 @@ DS_ALWAYS_INLINE __m256 activate_t(__m256 v, __m256 alpha, __m256 beta) {
 }
 
 // What a call shares across its planes: weights and bias change per plane, the rest per call.
+// How an edge block (one whose window reaches outside the row) loads the 8 floats at input column c
+// of a row, zero outside [0, w). Rows at least 8 wide: a plain load at c clamped to [0, w - 8], its
+// lanes moved by the difference (vpermps) and those outside the row cleared; narrower rows: a
+// masked load. (vmaskmovps loads are slow on AMD Zen 3: with them in the two edge blocks of a
+// 112-wide row the row took ~1.6x as long.)
+struct EdgeLoad {
+  __m256i idx;    // lane j takes lane j + shift of the plain load
+  __m256 keep;    // all ones on the lanes inside the row
+  int64_t shift;  // c - the plain load's column
+};
+
+EdgeLoad edge_load(int64_t c, int64_t w) {
+  EdgeLoad e;
+  e.keep = _mm256_castsi256_ps(row_mask(c, w));
+  const int64_t base = w < 8 ? c : c < 0 ? 0 : c > w - 8 ? w - 8 : c;
+  e.shift = c - base;
+  alignas(32) int32_t idx[8];
+  for (int j = 0; j < 8; ++j) {
+    const int64_t k = j + e.shift;
+    idx[j] = int32_t(k < 0 ? 0 : k > 7 ? 7 : k);
+  }
+  e.idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(idx));
+  return e;
+}
+
+// The loads of the column block whose window starts at input column `first`: stride 1 at
+// first + kx, stride 2 at first + 0, 8, 2, 10.
+void edge_loads(const DwConv3x3Params& p, int64_t first, EdgeLoad* e) {
+  if (p.stride == 1) {
+    for (int kx = 0; kx < 3; ++kx) e[kx] = edge_load(first + kx, p.w);
+    e[3] = e[2];
+  } else {
+    e[0] = edge_load(first, p.w), e[1] = edge_load(first + 8, p.w);
+    e[2] = edge_load(first + 2, p.w), e[3] = edge_load(first + 10, p.w);
+  }
+}
+
+// Load slot k (row offset `off` from the window's first column) of a block: kEdge 0 plain, 1
+// shifted, 2 masked.
+template <int kEdge>
+DS_ALWAYS_INLINE __m256 load8(const float* row, int64_t off, const EdgeLoad& e) {
+  if constexpr (kEdge == 0)
+    return _mm256_loadu_ps(row + off);
+  else if constexpr (kEdge == 1)
+    return _mm256_and_ps(_mm256_permutevar8x32_ps(_mm256_loadu_ps(row + off - e.shift), e.idx), e.keep);
+  else
+    return _mm256_maskload_ps(row + off, _mm256_castps_si256(e.keep));
+}
+
+// What a call shares across its planes: weights and bias change per plane, the rest per call.
 struct Plane {
   const DwConv3x3Params* p;
   const float* x;
   float* y;
   __m256 wv[9], bias, alpha, beta;
-  // Load masks of the first and the last column block (the usual edge blocks; any other edge block
-  // computes its own): stride 1 at first + kx, stride 2 at first + 0, 8, 2, 10.
-  __m256i first_masks[4], last_masks[4];
+  // The loads of the first and the last column block (the usual edge blocks; any other edge block
+  // computes its own).
+  EdgeLoad first_loads[4], last_loads[4];
   int64_t last_ox0;
 };
-
-// The load masks of the column block whose window starts at input column `first`.
-void block_masks(const DwConv3x3Params& p, int64_t first, __m256i* m) {
-  if (p.stride == 1) {
-    for (int kx = 0; kx < 3; ++kx) m[kx] = row_mask(first + kx, p.w);
-    m[3] = m[2];
-  } else {
-    m[0] = row_mask(first, p.w), m[1] = row_mask(first + 8, p.w);
-    m[2] = row_mask(first + 2, p.w), m[3] = row_mask(first + 10, p.w);
-  }
-}
-
-// The masks of the edge block at ox0 (first = its window's first input column).
-DS_ALWAYS_INLINE void edge_masks(const Plane& pl, int64_t ox0, int64_t first, __m256i* m) {
-  if (ox0 == 0) {
-    for (int k = 0; k < 4; ++k) m[k] = pl.first_masks[k];
-  } else if (ox0 == pl.last_ox0) {
-    for (int k = 0; k < 4; ++k) m[k] = pl.last_masks[k];
-  } else {
-    block_masks(*pl.p, first, m);
-  }
-}
 
 // Bias + activation on one output vector, stored at dst: all 8 lanes, or the first n < 8 through a
 // buffer.
@@ -136,18 +164,29 @@ DS_ALWAYS_INLINE void for_bands(int64_t oh, Band&& band) {
   });
 }
 
-// block(ox0, edge) for the column blocks of a row of ow outputs: ox0 = 0, 8, ..., the last one
-// at ow - 8 when ow >= 8 (overlapping the one before), a single block at 0 when ow < 8. edge: the
-// block's window, input columns first .. first + span - 1 with first = ox0 * stride - pad_left,
-// reaches outside the row [0, w).
-template <class Block>
-DS_ALWAYS_INLINE void for_blocks(const DwConv3x3Params& p, int64_t span, Block&& block) {
-  const int64_t ow = p.ow, last = ow < 8 ? 0 : ow - 8;
-  for (int64_t ox0 = 0;; ox0 += 8) {
+// How a column block loads its input: kWide two vectors (16 outputs) with plain loads, kInner one
+// vector with plain loads, kEdge one vector whose window reaches outside the row.
+enum BlockKind { kWide, kInner, kEdge };
+
+// block(ox0, kind) for the column blocks of a row of ow outputs, left to right: 16 columns at a
+// time while their window lies inside the row, else 8; the last block of 8 at ow - 8 when ow >= 8
+// (overlapping the one before), a single block at 0 when ow < 8. A block of V vectors reads input
+// columns first .. first + 8 V S + 1 (S = stride, first = ox0 S - pad_left; at stride 2 the last
+// one unused).
+template <int VW, class Block>
+DS_ALWAYS_INLINE void for_blocks(const DwConv3x3Params& p, Block&& block) {
+  const int64_t ow = p.ow, s = p.stride, last = ow < 8 ? 0 : ow - 8;
+  for (int64_t ox0 = 0; ox0 < ow;) {
     if (ox0 > last) ox0 = last;
-    const int64_t first = ox0 * p.stride - p.pad_left;
-    block(ox0, first < 0 || first + span > p.w);
+    const int64_t first = ox0 * s - p.pad_left;
+    if (VW > 1 && ox0 + 8 * VW <= ow && first >= 0 && first + 8 * VW * s + 2 <= p.w) {
+      block(ox0, kWide);
+      ox0 += 8 * VW;
+      continue;
+    }
+    block(ox0, first < 0 || first + 8 * s + 2 > p.w ? kEdge : kInner);
     if (ox0 == last) break;
+    ox0 += 8;
   }
 }
 
@@ -161,49 +200,55 @@ struct Geometry {
 // every input row lies inside the plane (no padding rows to skip).
 // Stride 1: three loads at columns first + kx. Stride 2: four loads at first + 0, 8, 2, 10, even/odd
 // columns by shufps, the accumulators in lane order 0 1 4 5 2 3 6 7 until the store.
-template <int S, int R, int A, bool kEdge, bool kAllRows>
+template <int S, int R, int V, int A, int kEdge, bool kAllRows>
 DS_ALWAYS_INLINE void block(const Plane& pl, const Geometry& g, const __m256* wv, int64_t oy0, int64_t ox0) {
   const int64_t first = S * ox0 - g.pad_left, iy0 = S * oy0 - g.pad_top;
-  __m256i m[4];
-  if constexpr (kEdge) edge_masks(pl, ox0, first, m);
+  EdgeLoad own[4];
+  const EdgeLoad* e = pl.first_loads;
+  if constexpr (kEdge != 0) {
+    if (ox0 == pl.last_ox0) {
+      e = pl.last_loads;
+    } else if (ox0 != 0) {
+      edge_loads(*pl.p, first, own);
+      e = own;
+    }
+  }
   const float* src = pl.x + first;
-  __m256 acc[R];
-  unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA { acc[r] = _mm256_setzero_ps(); });
+  __m256 acc[V][R];
+  unroll<V>([&](auto v) DS_ALWAYS_INLINE_LAMBDA {
+    unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA { acc[v][r] = _mm256_setzero_ps(); });
+  });
   unroll<(R - 1) * S + 3>([&](auto ic) DS_ALWAYS_INLINE_LAMBDA {
     constexpr int I = decltype(ic)::value;
     const int64_t iy = iy0 + I;
     if (kAllRows || (iy >= 0 && iy < g.h)) {
-      const float* row = src + iy * g.w;
-      if constexpr (S == 1) {
-        if constexpr (kEdge)
-          add_row_taps<R, I, 1>(acc, wv, _mm256_maskload_ps(row, m[0]), _mm256_maskload_ps(row + 1, m[1]),
-                                _mm256_maskload_ps(row + 2, m[2]));
-        else
-          add_row_taps<R, I, 1>(acc, wv, _mm256_loadu_ps(row), _mm256_loadu_ps(row + 1), _mm256_loadu_ps(row + 2));
-      } else {
-        __m256 lo, hi, lo2, hi2;
-        if constexpr (kEdge) {
-          lo = _mm256_maskload_ps(row, m[0]), hi = _mm256_maskload_ps(row + 8, m[1]);
-          lo2 = _mm256_maskload_ps(row + 2, m[2]), hi2 = _mm256_maskload_ps(row + 10, m[3]);
+      unroll<V>([&](auto vc) DS_ALWAYS_INLINE_LAMBDA {
+        constexpr int v = decltype(vc)::value;
+        const float* row = src + iy * g.w + 8 * S * v;
+        if constexpr (S == 1) {
+          add_row_taps<R, I, 1>(acc[v], wv, load8<kEdge>(row, 0, e[0]), load8<kEdge>(row, 1, e[1]),
+                                load8<kEdge>(row, 2, e[2]));
         } else {
-          lo = _mm256_loadu_ps(row), hi = _mm256_loadu_ps(row + 8);
-          lo2 = _mm256_loadu_ps(row + 2), hi2 = _mm256_loadu_ps(row + 10);
+          const __m256 lo = load8<kEdge>(row, 0, e[0]), hi = load8<kEdge>(row, 8, e[1]);
+          const __m256 lo2 = load8<kEdge>(row, 2, e[2]), hi2 = load8<kEdge>(row, 10, e[3]);
+          add_row_taps<R, I, 2>(acc[v], wv, _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                                _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)),
+                                _mm256_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0)));
         }
-        add_row_taps<R, I, 2>(acc, wv, _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)),
-                              _mm256_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0)));
-      }
+      });
     }
   });
-  unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
-    __m256 v = acc[r];
-    if constexpr (S == 2) v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0)));
-    store_out<A>(pl, pl.y + (oy0 + r) * g.ow + ox0, v, g.ow);
+  unroll<V>([&](auto v) DS_ALWAYS_INLINE_LAMBDA {
+    unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
+      __m256 o = acc[v][r];
+      if constexpr (S == 2) o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+      store_out<A>(pl, pl.y + (oy0 + r) * g.ow + ox0 + 8 * v, o, g.ow);
+    });
   });
 }
 
 // Output rows oy0 .. oy0 + R - 1 of the plane, column blocks left to right.
-template <int S, int R, int A>
+template <int S, int R, int VW, int A>
 void band(const Plane& pl, int64_t oy0) {
   const DwConv3x3Params& p = *pl.p;
   const Geometry g{p.h, p.w, p.ow, p.pad_top, p.pad_left};
@@ -211,18 +256,24 @@ void band(const Plane& pl, int64_t oy0) {
   unroll<9>([&](auto t) DS_ALWAYS_INLINE_LAMBDA { wv[t] = pl.wv[t]; });
   const int64_t iy0 = S * oy0 - g.pad_top;
   const bool all_rows = iy0 >= 0 && iy0 + (R - 1) * S + 3 <= g.h;
-  // The loads of a block span 10 columns at stride 1, 18 at stride 2 (the last one unused).
-  const int64_t span = S == 1 ? 10 : 18;
-  for_blocks(p, span, [&](int64_t ox0, bool edge) DS_ALWAYS_INLINE_LAMBDA {
-    if (!all_rows) {
-      if (edge)
-        block<S, R, A, true, false>(pl, g, wv, oy0, ox0);
+  const bool narrow = g.w < 8;
+  for_blocks<VW>(p, [&](int64_t ox0, BlockKind kind) DS_ALWAYS_INLINE_LAMBDA {
+    if (kind == kWide) {
+      if (all_rows)
+        block<S, R, VW, A, 0, true>(pl, g, wv, oy0, ox0);
       else
-        block<S, R, A, false, false>(pl, g, wv, oy0, ox0);
-    } else if (edge) {
-      block<S, R, A, true, true>(pl, g, wv, oy0, ox0);
+        block<S, R, VW, A, 0, false>(pl, g, wv, oy0, ox0);
+    } else if (kind == kInner) {
+      if (all_rows)
+        block<S, R, 1, A, 0, true>(pl, g, wv, oy0, ox0);
+      else
+        block<S, R, 1, A, 0, false>(pl, g, wv, oy0, ox0);
+    } else if (narrow) {
+      block<S, R, 1, A, 2, false>(pl, g, wv, oy0, ox0);
+    } else if (all_rows) {
+      block<S, R, 1, A, 1, true>(pl, g, wv, oy0, ox0);
     } else {
-      block<S, R, A, false, true>(pl, g, wv, oy0, ox0);
+      block<S, R, 1, A, 1, false>(pl, g, wv, oy0, ox0);
     }
   });
 }
@@ -284,8 +335,8 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
   FlatMasks f;
   if (flat) flat_masks(p, f);
   pl.last_ox0 = p.ow < 8 ? 0 : p.ow - 8;
-  block_masks(p, -p.pad_left, pl.first_masks);
-  block_masks(p, pl.last_ox0 * p.stride - p.pad_left, pl.last_masks);
+  edge_loads(p, -p.pad_left, pl.first_loads);
+  edge_loads(p, pl.last_ox0 * p.stride - p.pad_left, pl.last_loads);
   for (int64_t c = 0; c < planes; ++c) {
     pl.x = x + c * p.in_plane(), pl.y = y + c * p.out_plane();
     for (int t = 0; t < 9; ++t) pl.wv[t] = _mm256_set1_ps(w[9 * c + t]);
@@ -293,9 +344,9 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
     if (flat)
       plane_flat<A>(pl, f);
     else if (p.stride == 1)
-      for_bands<4>(p.oh, [&](auto rows, int64_t oy) { band<1, decltype(rows)::value, A>(pl, oy); });
+      for_bands<6>(p.oh, [&](auto rows, int64_t oy) { band<1, decltype(rows)::value, 1, A>(pl, oy); });
     else
-      for_bands<4>(p.oh, [&](auto rows, int64_t oy) { band<2, decltype(rows)::value, A>(pl, oy); });
+      for_bands<4>(p.oh, [&](auto rows, int64_t oy) { band<2, decltype(rows)::value, 1, A>(pl, oy); });
     if (A == 4 || A == 7)
       for (int64_t i = 0; i < p.oh * p.ow; ++i) pl.y[i] = gemm_activate(p.act, pl.y[i], p.alpha, p.beta);
   }
