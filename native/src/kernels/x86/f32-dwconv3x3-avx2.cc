@@ -1,21 +1,22 @@
 // AVX2 depthwise 3x3 over a run of NCHW planes, 8 output columns per vector, the activation a
 // template parameter (codes 4 and 7 by a scalar pass over each plane):
-// - bands of up to 4 output rows, column blocks of 8 outputs left to right (row-major: a band's
-//   input rows stay in L1 across its blocks). Per block each input row of the band is loaded once
-//   and its taps added to the up to 3 outputs that use it (4 accumulators + 9 weights + the taps
-//   in the 16 registers).
-// - loads: plain unaligned loads where the block's window lies inside the row, vmaskmovps (zero
-//   fill = the padding) only in the blocks at the row's ends.
+// - bands of output rows (6 at stride 1, 4 at stride 2), column blocks of 8 outputs left to right
+//   (row-major: a band's input rows stay in L1 across its blocks). Per block each input row of the
+//   band is loaded once and its taps added to the up to 3 outputs that use it.
+// - loads: plain unaligned loads where the block's window lies inside the row. Edge blocks (the
+//   window reaches outside the row) load at the nearest column inside it and move the lanes
+//   (vpermps) and clear the outside ones; rows narrower than 8: masked loads.
 // - stores: plain; the last block of a row at least 8 wide is moved left to end at the row's end
 //   (recomputing a few outputs with the same operations, so the same values), rows narrower than
-//   8 go through a buffer: no masked stores (microcoded on AMD Zen, ~10x a plain store).
-// - stride 2: per input row the 16 columns from the window start give kx = 0 and kx = 1 as their
-//   even and odd columns (shufps), the 16 from two columns on kx = 2; shufps leaves the outputs in
-//   lane order 0 1 4 5 2 3 6 7 in every tap alike, so one vpermpd per output vector (not per tap)
-//   puts them in order.
+//   8 go through a buffer: no masked stores (microcoded on AMD Zen).
+// - stride 2: per input row the even and odd columns of 16 by shufps give the three taps;
+//   shufps leaves the outputs in lane order 0 1 4 5 2 3 6 7 in every tap alike, so one vpermpd per
+//   output vector (not per tap) puts them in order.
 // - small stride-1 planes (at most 8 vectors of output, rows narrower than 8, same size in and
 //   out): the plane as a flat run of pixels, each tap one masked load per vector (masks computed
 //   once per call).
+// Against the column-major kernel with only masked loads and stores before it (bench_conv dw, 1
+// thread, hot): 32x112x112 s1 0.51 -> 0.17 ms, 144x56x56 s1 0.57 -> 0.20.
 // The accumulators sum their taps in the reference's order (ky, kx), then the bias.
 // Compiled with -mavx2 -mfma.
 #include <immintrin.h>
@@ -64,8 +65,8 @@ DS_ALWAYS_INLINE __m256 activate_t(__m256 v, __m256 alpha, __m256 beta) {
 // How an edge block (one whose window reaches outside the row) loads the 8 floats at input column c
 // of a row, zero outside [0, w). Rows at least 8 wide: a plain load at c clamped to [0, w - 8], its
 // lanes moved by the difference (vpermps) and those outside the row cleared; narrower rows: a
-// masked load. (vmaskmovps loads are slow on AMD Zen 3: with them in the two edge blocks of a
-// 112-wide row the row took ~1.6x as long.)
+// masked load. (vmaskmovps loads are slow on AMD Zen 3: 14x14 planes, all edge blocks, took
+// ~1.3x as long with them.)
 struct EdgeLoad {
   __m256i idx;    // lane j takes lane j + shift of the plain load
   __m256 keep;    // all ones on the lanes inside the row
@@ -164,29 +165,19 @@ DS_ALWAYS_INLINE void for_bands(int64_t oh, Band&& band) {
   });
 }
 
-// How a column block loads its input: kWide two vectors (16 outputs) with plain loads, kInner one
-// vector with plain loads, kEdge one vector whose window reaches outside the row.
-enum BlockKind { kWide, kInner, kEdge };
-
-// block(ox0, kind) for the column blocks of a row of ow outputs, left to right: VW vectors at a
-// time while their window lies inside the row, else 1; the last block of 8 at ow - 8 when ow >= 8
-// (overlapping the one before), a single block at 0 when ow < 8. A block of V vectors reads input
-// columns first .. first + 8 V S + 1 (S = stride, first = ox0 S - pad_left - lead; lead: the
-// plain loads of a stride-2 block start a column early at odd pad_left, see block).
-template <int VW, class Block>
+// block(ox0, edge) for the column blocks of a row of ow outputs, left to right: ox0 = 0, 8, ...,
+// the last one at ow - 8 when ow >= 8 (overlapping the one before), a single block at 0 when
+// ow < 8. A block reads input columns first .. first + 8 S + 1 (S = stride, first = ox0 S -
+// pad_left - lead; at stride 2 the last one unused; lead: the plain loads of a stride-2 block
+// start a column early at odd pad_left, see block); edge: some of them lie outside the row.
+template <class Block>
 DS_ALWAYS_INLINE void for_blocks(const DwConv3x3Params& p, int64_t lead, Block&& block) {
   const int64_t ow = p.ow, s = p.stride, last = ow < 8 ? 0 : ow - 8;
-  for (int64_t ox0 = 0; ox0 < ow;) {
+  for (int64_t ox0 = 0;; ox0 += 8) {
     if (ox0 > last) ox0 = last;
     const int64_t first = ox0 * s - p.pad_left - lead;
-    if (VW > 1 && ox0 + 8 * VW <= ow && first >= 0 && first + 8 * VW * s + 2 <= p.w) {
-      block(ox0, kWide);
-      ox0 += 8 * VW;
-      continue;
-    }
-    block(ox0, first < 0 || first + 8 * s + 2 > p.w ? kEdge : kInner);
+    block(ox0, first < 0 || first + 8 * s + 2 > p.w);
     if (ox0 == last) break;
-    ox0 += 8;
   }
 }
 
@@ -200,7 +191,7 @@ struct Geometry {
 // every input row lies inside the plane (no padding rows to skip).
 // Stride 1: three loads at columns first + kx. Stride 2: four loads at first + 0, 8, 2, 10, even/odd
 // columns by shufps, the accumulators in lane order 0 1 4 5 2 3 6 7 until the store.
-template <int S, int R, int V, int A, int kEdge, bool kAllRows, bool kOdd = false>
+template <int S, int R, int A, int kEdge, bool kAllRows, bool kOdd = false>
 DS_ALWAYS_INLINE void block(const Plane& pl, const Geometry& g, const __m256* wv, int64_t oy0, int64_t ox0) {
   const int64_t first = S * ox0 - g.pad_left, iy0 = S * oy0 - g.pad_top;
   EdgeLoad own[4];
@@ -214,52 +205,45 @@ DS_ALWAYS_INLINE void block(const Plane& pl, const Geometry& g, const __m256* wv
     }
   }
   const float* src = pl.x + first;
-  __m256 acc[V][R];
-  unroll<V>([&](auto v) DS_ALWAYS_INLINE_LAMBDA {
-    unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA { acc[v][r] = _mm256_setzero_ps(); });
-  });
+  __m256 acc[R];
+  unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA { acc[r] = _mm256_setzero_ps(); });
   unroll<(R - 1) * S + 3>([&](auto ic) DS_ALWAYS_INLINE_LAMBDA {
     constexpr int I = decltype(ic)::value;
     const int64_t iy = iy0 + I;
     if (kAllRows || (iy >= 0 && iy < g.h)) {
-      unroll<V>([&](auto vc) DS_ALWAYS_INLINE_LAMBDA {
-        constexpr int v = decltype(vc)::value;
-        const float* row = src + iy * g.w + 8 * S * v;
-        if constexpr (S == 1) {
-          add_row_taps<R, I, 1>(acc[v], wv, load8<kEdge>(row, 0, e[0]), load8<kEdge>(row, 1, e[1]),
-                                load8<kEdge>(row, 2, e[2]));
-        } else if constexpr (kOdd) {
-          // first + 1 is even (64-byte aligned at block starts when the rows are): kx = 1 and 2
-          // are the even and odd columns of the 16 from there, kx = 0 the odd ones of the 16 from
-          // first - 1. Against loads at first + 0, 8, 2, 10: one load of the four crosses a cache
-          // line instead of two (bench_conv dw, hot: 96x112x112 s2 0.328 -> 0.274 ms, 192x28x28
-          // s2 0.087 -> 0.055).
-          const __m256 lo = _mm256_loadu_ps(row + 1), hi = _mm256_loadu_ps(row + 9);
-          const __m256 lo0 = _mm256_loadu_ps(row - 1), hi0 = _mm256_loadu_ps(row + 7);
-          add_row_taps<R, I, 2>(acc[v], wv, _mm256_shuffle_ps(lo0, hi0, _MM_SHUFFLE(3, 1, 3, 1)),
-                                _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
-                                _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
-        } else {
-          const __m256 lo = load8<kEdge>(row, 0, e[0]), hi = load8<kEdge>(row, 8, e[1]);
-          const __m256 lo2 = load8<kEdge>(row, 2, e[2]), hi2 = load8<kEdge>(row, 10, e[3]);
-          add_row_taps<R, I, 2>(acc[v], wv, _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
-                                _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)),
-                                _mm256_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0)));
-        }
-      });
+      const float* row = src + iy * g.w;
+      if constexpr (S == 1) {
+        add_row_taps<R, I, 1>(acc, wv, load8<kEdge>(row, 0, e[0]), load8<kEdge>(row, 1, e[1]),
+                              load8<kEdge>(row, 2, e[2]));
+      } else if constexpr (kOdd) {
+        // first + 1 is even (64-byte aligned at block starts when the rows are): kx = 1 and 2
+        // are the even and odd columns of the 16 from there, kx = 0 the odd ones of the 16 from
+        // first - 1. Against loads at first + 0, 8, 2, 10: one load of the four crosses a cache
+        // line instead of two (bench_conv dw, hot: 96x112x112 s2 0.328 -> 0.274 ms, 192x28x28
+        // s2 0.087 -> 0.055).
+        const __m256 lo = _mm256_loadu_ps(row + 1), hi = _mm256_loadu_ps(row + 9);
+        const __m256 lo0 = _mm256_loadu_ps(row - 1), hi0 = _mm256_loadu_ps(row + 7);
+        add_row_taps<R, I, 2>(acc, wv, _mm256_shuffle_ps(lo0, hi0, _MM_SHUFFLE(3, 1, 3, 1)),
+                              _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+      } else {
+        const __m256 lo = load8<kEdge>(row, 0, e[0]), hi = load8<kEdge>(row, 8, e[1]);
+        const __m256 lo2 = load8<kEdge>(row, 2, e[2]), hi2 = load8<kEdge>(row, 10, e[3]);
+        add_row_taps<R, I, 2>(acc, wv, _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)),
+                              _mm256_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0)));
+      }
     }
   });
-  unroll<V>([&](auto v) DS_ALWAYS_INLINE_LAMBDA {
-    unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
-      __m256 o = acc[v][r];
-      if constexpr (S == 2) o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
-      store_out<A>(pl, pl.y + (oy0 + r) * g.ow + ox0 + 8 * v, o, g.ow);
-    });
+  unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
+    __m256 o = acc[r];
+    if constexpr (S == 2) o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+    store_out<A>(pl, pl.y + (oy0 + r) * g.ow + ox0, o, g.ow);
   });
 }
 
 // Output rows oy0 .. oy0 + R - 1 of the plane, column blocks left to right.
-template <int S, int R, int VW, int A>
+template <int S, int R, int A>
 void band(const Plane& pl, int64_t oy0) {
   const DwConv3x3Params& p = *pl.p;
   const Geometry g{p.h, p.w, p.ow, p.pad_top, p.pad_left};
@@ -268,28 +252,23 @@ void band(const Plane& pl, int64_t oy0) {
   const int64_t iy0 = S * oy0 - g.pad_top;
   const bool all_rows = iy0 >= 0 && iy0 + (R - 1) * S + 3 <= g.h;
   const bool narrow = g.w < 8, odd = S == 2 && (g.pad_left & 1);
-  for_blocks<VW>(p, odd ? 1 : 0, [&](int64_t ox0, BlockKind kind) DS_ALWAYS_INLINE_LAMBDA {
-    if (S == 2 && odd && kind == kInner) {
+  for_blocks(p, odd ? 1 : 0, [&](int64_t ox0, bool edge) DS_ALWAYS_INLINE_LAMBDA {
+    if (!edge && odd) {
       if (all_rows)
-        block<S, R, 1, A, 0, true, true>(pl, g, wv, oy0, ox0);
+        block<S, R, A, 0, true, true>(pl, g, wv, oy0, ox0);
       else
-        block<S, R, 1, A, 0, false, true>(pl, g, wv, oy0, ox0);
-    } else if (kind == kWide) {
+        block<S, R, A, 0, false, true>(pl, g, wv, oy0, ox0);
+    } else if (!edge) {
       if (all_rows)
-        block<S, R, VW, A, 0, true>(pl, g, wv, oy0, ox0);
+        block<S, R, A, 0, true>(pl, g, wv, oy0, ox0);
       else
-        block<S, R, VW, A, 0, false>(pl, g, wv, oy0, ox0);
-    } else if (kind == kInner) {
-      if (all_rows)
-        block<S, R, 1, A, 0, true>(pl, g, wv, oy0, ox0);
-      else
-        block<S, R, 1, A, 0, false>(pl, g, wv, oy0, ox0);
+        block<S, R, A, 0, false>(pl, g, wv, oy0, ox0);
     } else if (narrow) {
-      block<S, R, 1, A, 2, false>(pl, g, wv, oy0, ox0);
+      block<S, R, A, 2, false>(pl, g, wv, oy0, ox0);
     } else if (all_rows) {
-      block<S, R, 1, A, 1, true>(pl, g, wv, oy0, ox0);
+      block<S, R, A, 1, true>(pl, g, wv, oy0, ox0);
     } else {
-      block<S, R, 1, A, 1, false>(pl, g, wv, oy0, ox0);
+      block<S, R, A, 1, false>(pl, g, wv, oy0, ox0);
     }
   });
 }
@@ -360,9 +339,9 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
     if (flat)
       plane_flat<A>(pl, f);
     else if (p.stride == 1)
-      for_bands<6>(p.oh, [&](auto rows, int64_t oy) { band<1, decltype(rows)::value, 1, A>(pl, oy); });
+      for_bands<6>(p.oh, [&](auto rows, int64_t oy) { band<1, decltype(rows)::value, A>(pl, oy); });
     else
-      for_bands<4>(p.oh, [&](auto rows, int64_t oy) { band<2, decltype(rows)::value, 1, A>(pl, oy); });
+      for_bands<4>(p.oh, [&](auto rows, int64_t oy) { band<2, decltype(rows)::value, A>(pl, oy); });
     if (A == 4 || A == 7)
       for (int64_t i = 0; i < p.oh * p.ow; ++i) pl.y[i] = gemm_activate(p.act, pl.y[i], p.alpha, p.beta);
   }
