@@ -8,7 +8,7 @@
 //   (vpermps) and clear the outside ones; rows narrower than 8: masked loads.
 // - stores: plain; the last block of a row at least 8 wide is moved left to end at the row's end
 //   (recomputing a few outputs with the same operations, so the same values), rows narrower than
-//   8 go through a buffer: no masked stores (microcoded on AMD Zen).
+//   8 by stores of 4, 2 and 1 lanes: no masked stores (microcoded on AMD Zen).
 // - stride 2: per input row the even and odd columns of 16 by shufps give the three taps;
 //   shufps leaves the outputs in lane order 0 1 4 5 2 3 6 7 in every tap alike, so one vpermpd per
 //   output vector (not per tap) puts them in order.
@@ -123,18 +123,27 @@ struct Plane {
   int64_t last_ox0;
 };
 
-// Bias + activation on one output vector, stored at dst: all 8 lanes, or the first n < 8 through a
-// buffer.
+// Bias + activation on one output vector, stored at dst: all 8 lanes, or the first n < 8 by
+// stores of 4, 2 and 1 lanes.
 template <int A>
 DS_ALWAYS_INLINE void store_out(const Plane& pl, float* dst, __m256 acc, int64_t n) {
   const __m256 v = activate_t<A>(_mm256_add_ps(acc, pl.bias), pl.alpha, pl.beta);
   if (n >= 8) {
     _mm256_storeu_ps(dst, v);
-  } else {
-    alignas(32) float buf[8];
-    _mm256_store_ps(buf, v);
-    for (int64_t j = 0; j < n; ++j) dst[j] = buf[j];
+    return;
   }
+  __m128 part = _mm256_castps256_ps128(v);
+  if (n & 4) {
+    _mm_storeu_ps(dst, part);
+    part = _mm256_extractf128_ps(v, 1);
+    dst += 4;
+  }
+  if (n & 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst), part);
+    part = _mm_movehl_ps(part, part);
+    dst += 2;
+  }
+  if (n & 1) _mm_store_ss(dst, part);
 }
 
 // One input row's three taps (t0, t1, t2 = columns kx 0..2 of the outputs' windows) added to each
