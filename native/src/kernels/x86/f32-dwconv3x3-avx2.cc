@@ -16,7 +16,8 @@
 //   out): the plane as a flat run of pixels, each tap one masked load per vector (masks computed
 //   once per call).
 // Against the column-major kernel with only masked loads and stores before it (bench_conv dw, 1
-// thread, hot): 32x112x112 s1 0.51 -> 0.17 ms, 144x56x56 s1 0.57 -> 0.20.
+// thread, hot, medians of 5): 32x112x112 s1 0.73 -> 0.16 ms, 144x56x56 s1 0.58 -> 0.20,
+// 96x112x112 s2 0.52 -> 0.23.
 // The accumulators sum their taps in the reference's order (ky, kx), then the bias.
 // Compiled with -mavx2 -mfma.
 #include <immintrin.h>
