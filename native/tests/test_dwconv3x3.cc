@@ -2,7 +2,8 @@
 // from 1x1 up, widths around the 16-lane vector (15, 16, 17, 33) and past a stride-2 strip of 128
 // outputs (261), stride 1 and 2, pads 0 and 1, every activation code, 1-3 planes per call with and
 // without bias; then small planes (the AVX-512 flat path: up to 8 vectors of output) with every
-// padding 0..2 on each side.
+// padding 0..2 on each side; then every narrow shape (widths 1..20 and a few more, heights 1..9, each
+// side's padding 0 or 1).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -88,6 +89,38 @@ void check_level(ds::Isa isa) {
           }
 }
 
+// Every narrow shape around the 8-lane blocks of the AVX2 kernel (left and right edge blocks, the
+// last block moved left to end at the row's end, rows narrower than 8, 16-column blocks with an
+// edge block after them): widths 1..20 and a few past 16-column blocks, heights 1..9, padding 0 or
+// 1 on each side independently, stride 1 and 2, every activation code.
+void check_edges(ds::Isa isa) {
+  if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
+  const ds::DwConv3x3Fn fn = ds::kernels_for(isa).dwconv3x3;
+  tiny::Rng rng(77);
+  std::vector<int64_t> widths;
+  for (int64_t w = 1; w <= 20; ++w) widths.push_back(w);
+  for (int64_t w : {23, 24, 25, 26, 31, 33, 34, 35, 40, 47, 57}) widths.push_back(w);
+  int cases = 0;
+  for (int64_t h = 1; h <= 9; ++h)
+    for (int64_t w : widths)
+      for (int64_t stride = 1; stride <= 2; ++stride)
+        for (int pads = 0; pads < 16; ++pads) {
+          const int64_t pt = pads & 1, pb = (pads >> 1) & 1, pl = (pads >> 2) & 1, pr = (pads >> 3) & 1;
+          if (h + pt + pb < 3 || w + pl + pr < 3) continue;
+          ds::DwConv3x3Params p;
+          p.h = h, p.w = w, p.stride = stride, p.pad_top = pt, p.pad_left = pl;
+          p.oh = (h + pt + pb - 3) / stride + 1;
+          p.ow = (w + pl + pr - 3) / stride + 1;
+          p.act = int32_t(cases % 8);
+          p.alpha = p.act == 2 ? -0.5f : p.act == 5 ? 0.2f : 0.1f;
+          p.beta = 0.5f;
+          const int64_t planes = 1 + cases % 2;
+          CHECK_MSG(matches(fn, p, planes, cases % 3 != 0, rng), describe(isa, p, planes));
+          ++cases;
+        }
+  CHECK(cases > 3000);
+}
+
 }  // namespace
 
 TEST(dwconv3x3_reference_on_known_values) {
@@ -158,3 +191,5 @@ TEST(dwconv3x3_avx512_bands_match_whole_planes) { check_bands(ds::Isa::kAvx512);
 
 TEST(dwconv3x3_avx2_matches_reference) { check_level(ds::Isa::kAvx2); }
 TEST(dwconv3x3_avx512_matches_reference) { check_level(ds::Isa::kAvx512); }
+TEST(dwconv3x3_avx2_edges_match_reference) { check_edges(ds::Isa::kAvx2); }
+TEST(dwconv3x3_avx512_edges_match_reference) { check_edges(ds::Isa::kAvx512); }
