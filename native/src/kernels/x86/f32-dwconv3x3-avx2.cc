@@ -6,7 +6,7 @@
 // - loads: plain unaligned loads where the block's window lies inside the row. Edge blocks (the
 //   window reaches outside the row) load at the nearest column inside it and move the lanes
 //   (vpermps) and clear the outside ones; rows narrower than 8: masked loads.
-// - stores: plain; the last block of a row at least 8 wide is moved left to end at the row's end
+// - stores: plain; the last block of a row of at least 8 outputs is moved left to end at the row's end
 //   (recomputing a few outputs with the same operations, so the same values), rows narrower than
 //   8 by stores of 4, 2 and 1 lanes: no masked stores (microcoded on AMD Zen).
 // - stride 2: per input row the even and odd columns of 16 by shufps give the three taps;
@@ -62,7 +62,6 @@ DS_ALWAYS_INLINE __m256 activate_t(__m256 v, __m256 alpha, __m256 beta) {
   return A == 4 || A == 7 ? v : activate(v, A, alpha, beta);
 }
 
-// What a call shares across its planes: weights and bias change per plane, the rest per call.
 // How an edge block (one whose window reaches outside the row) loads the 8 floats at input column c
 // of a row, zero outside [0, w). Rows at least 8 wide: a plain load at c clamped to [0, w - 8], its
 // lanes moved by the difference (vpermps) and those outside the row cleared; narrower rows: a
@@ -197,10 +196,10 @@ struct Geometry {
 };
 
 // Output rows oy0 .. oy0 + R - 1, the 8-column block at ox0. Each of the band's (R - 1) * S + 3
-// input rows is loaded once; kEdge: masked loads (the window reaches outside the row), kAllRows:
+// input rows is loaded once; kEdge as in load8 (1, 2: the window reaches outside the row), kAllRows:
 // every input row lies inside the plane (no padding rows to skip).
-// Stride 1: three loads at columns first + kx. Stride 2: four loads at first + 0, 8, 2, 10, even/odd
-// columns by shufps, the accumulators in lane order 0 1 4 5 2 3 6 7 until the store.
+// Stride 1: three loads at columns first + kx. Stride 2: four loads at first + 0, 8, 2, 10 (kOdd:
+// from the even column before an odd first), even/odd columns by shufps, the accumulators in lane order 0 1 4 5 2 3 6 7 until the store.
 template <int S, int R, int A, int kEdge, bool kAllRows, bool kOdd = false>
 DS_ALWAYS_INLINE void block(const Plane& pl, const Geometry& g, const __m256* wv, int64_t oy0, int64_t ox0) {
   const int64_t first = S * ox0 - g.pad_left, iy0 = S * oy0 - g.pad_top;
