@@ -404,6 +404,8 @@ TEST(gemm_prefetch_targets_the_next_panel) {
   using Cfg = ds::x86::GemmBlocking<12, 32, 384, 240, 768>;
   constexpr int64_t kLineFloats = 16;
   const int64_t shapes[][3] = {{49, 1280, 320}, {49, 160, 960}, {196, 96, 576}, {500, 1600, 800}, {7, 33, 5}};
+  // kc_max: the K block of a packed A (Cfg::kKc) and a smaller one, as for an A read in place.
+  for (const int64_t kc_max : {Cfg::kKc, int64_t(128)})
   for (const auto& sh : shapes) {
     GemmParams p;
     p.m = sh[0], p.n = sh[1], p.k = sh[2];
@@ -419,17 +421,18 @@ TEST(gemm_prefetch_targets_the_next_panel) {
     p.b.data = base;
     for (int64_t jc = 0; jc < p.n; jc += Cfg::kNc) {
       const int64_t nc = std::min(Cfg::kNc, p.n - jc);
-      for (int64_t pc = 0; pc < p.k; pc += Cfg::kKc) {
-        const int64_t kc = std::min(Cfg::kKc, p.k - pc);
+      for (int64_t pc = 0; pc < p.k; pc += kc_max) {
+        const int64_t kc = std::min(kc_max, p.k - pc);
         for (int64_t ic = 0; ic < p.m; ic += Cfg::kMc) {
           const int64_t mc = std::min(Cfg::kMc, p.m - ic);
           for (int64_t jr = 0; jr < nc; jr += Cfg::kNr)
             order.push_back({base + ((jc + jr) / Cfg::kNr) * Cfg::kNr * p.k + pc * Cfg::kNr, kc * Cfg::kNr / kLineFloats,
-                             ds::x86::next_b_panel<Cfg>(p, jc, nc, pc, kc, ic, mc, jr), (mc + 11) / 12, kc});
+                             ds::x86::next_b_panel<Cfg>(p, jc, nc, pc, kc, ic, mc, jr, kc_max), (mc + 11) / 12, kc});
         }
       }
     }
-    const std::string shape = std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k);
+    const std::string shape = std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k) +
+                              " kc " + std::to_string(kc_max);
     for (size_t v = 0; v < order.size(); ++v) {
       const Visit& cur = order[v];
       if (v + 1 == order.size()) {

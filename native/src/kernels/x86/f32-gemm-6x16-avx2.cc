@@ -15,7 +15,11 @@ constexpr int kMr = 6, kNr = 16;
 // to Zen 3): the kc x 16 B panel (16 KB) and the 6 x kc A sliver (6 KB) stay in L1d, the mc x kc A
 // block (168 KB) in L2. kc = 384 (24 + 9 KB) overflowed a 32 KB L1d: the 1024^3 GEMM under
 // cachegrind with Zen 3's caches, 18.9M L1d misses at 384 x 240 against 11.9M at 256 x 168.
-using Cfg = x86::GemmBlocking<kMr, kNr, 256, 168, 768>;
+// With A read in place (1x1 layers as pixels) a k step's 6 floats take a line (1.4 on average at
+// a 7x7 plane), so 256 steps (22 KB) and the B panel overflowed the L1d: kc = 128 there
+// (BENCH_P10=1 bench_conv layer, 1 thread, ms: 7x7 320->1280 0.587 -> 0.497, 960->160 0.216 ->
+// 0.181, 6x6 512->512 0.233 -> 0.213, 14x14 576->96 0.247 -> 0.238; 8x8 512->512 0.384 -> 0.398).
+using Cfg = x86::GemmBlocking<kMr, kNr, 256, 168, 768, 128>;
 
 inline __m256 activate(__m256 v, int32_t act, __m256 alpha, __m256 beta) {
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);

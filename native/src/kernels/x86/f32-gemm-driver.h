@@ -66,21 +66,25 @@ inline void gemm_tile_transcendental(int64_t mr, int64_t nr, float* c, int64_t c
 }
 
 // Config: MR, NR, KC, MC (multiple of MR), NC (multiple of NR); ukernels[mr - 1] handles mr rows.
-template <int MR, int NR, int64_t KC, int64_t MC, int64_t NC>
+// KC_A_IN_PLACE: the K block when A is read in place (rows adjacent, an NCHW plane as pixels):
+// each k step's mr floats then sit on a cache line of their own, so the A sliver holds ~kc lines
+// of L1 beside the B panel instead of kc * mr floats.
+template <int MR, int NR, int64_t KC, int64_t MC, int64_t NC, int64_t KC_A_IN_PLACE = KC>
 struct GemmBlocking {
   static constexpr int kMr = MR, kNr = NR;
-  static constexpr int64_t kKc = KC, kMc = MC, kNc = NC;
+  static constexpr int64_t kKc = KC, kMc = MC, kNc = NC, kKcAInPlace = KC_A_IN_PLACE;
   static_assert(MC % MR == 0 && NC % NR == 0, "blocks are whole tiles");
+  static_assert(KC_A_IN_PLACE <= KC, "the workspace is sized for KC");
   // Floats of workspace: the packed A block, then the packed B block, each 64-byte aligned.
   static constexpr int64_t kWorkspace = (MC * KC + 15) / 16 * 16 + NC * KC;
 };
 
 // The packed B panel the loop nest reads after the one at (jc, pc, ic, jr), as 64-byte lines: the
 // next panel of the N block, else its first panel for the next M block, at the next K block, or
-// of the next N block.
+// of the next N block. kc_max: the loop nest's K block (Cfg::kKc, or kKcAInPlace).
 template <class Cfg>
 GemmPrefetch next_b_panel(const GemmParams& p, int64_t jc, int64_t nc, int64_t pc, int64_t kc, int64_t ic,
-                          int64_t mc, int64_t jr) {
+                          int64_t mc, int64_t jr, int64_t kc_max) {
   constexpr int NR = Cfg::kNr;
   int64_t j = jc + jr + NR, k0 = pc, steps = kc;
   if (jr + NR >= nc) {
@@ -88,7 +92,7 @@ GemmPrefetch next_b_panel(const GemmParams& p, int64_t jc, int64_t nc, int64_t p
     else if (pc + kc < p.k) j = jc, k0 = pc + kc;
     else if (jc + nc < p.n) j = jc + nc, k0 = 0;
     else return {};
-    if (k0 != pc) steps = p.k - k0 < Cfg::kKc ? p.k - k0 : Cfg::kKc;
+    if (k0 != pc) steps = p.k - k0 < kc_max ? p.k - k0 : kc_max;
   }
   return {p.b.data + (j / NR) * NR * p.k + k0 * NR, steps * NR / 16};
 }
@@ -115,10 +119,14 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
   if (M <= 0 || N <= 0) return;
   float* a_buf = workspace;
   float* b_buf = workspace + (Cfg::kMc * Cfg::kKc + 15) / 16 * 16;
+  // A's rows are adjacent floats (A is a transposed matrix, e.g. an NCHW plane with pixels as
+  // rows): the microkernel reads each k step's mr floats in place, no packing.
+  const bool a_in_place = !p.a.packed && p.a.row_stride == 1;
+  const int64_t kc_max = a_in_place ? Cfg::kKcAInPlace : Cfg::kKc;
   for (int64_t jc = 0; jc < N; jc += Cfg::kNc) {
     const int64_t nc = N - jc < Cfg::kNc ? N - jc : Cfg::kNc;
-    for (int64_t pc = 0;; pc += Cfg::kKc) {
-      const int64_t kc = K - pc < Cfg::kKc ? K - pc : Cfg::kKc;
+    for (int64_t pc = 0;; pc += kc_max) {
+      const int64_t kc = K - pc < kc_max ? K - pc : kc_max;
       const bool first = pc == 0, last = pc + kc >= K;
       const float* b_blk;
       int64_t b_panel_stride;
@@ -136,9 +144,7 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
         if (p.a.packed) {
           a_blk = p.a.data + (ic / MR) * MR * K + pc * MR;
           a_panel_stride = MR * K;
-        } else if (p.a.row_stride == 1) {
-          // A's rows are adjacent floats (A is a transposed matrix, e.g. an NCHW plane with pixels
-          // as rows): the microkernel reads each k step's mr floats in place, no packing.
+        } else if (a_in_place) {
           a_blk = p.a.data + ic + pc * p.a.col_stride;
           a_panel_stride = MR;
           a_step = p.a.col_stride;
@@ -155,7 +161,7 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
           if (!p.b.packed && ic == 0)
             ds_f32_gemm_pack(NR, nr, kc, p.b.data + pc * p.b.row_stride + j * p.b.col_stride, p.b.col_stride,
                              p.b.row_stride, b_buf + (jr / NR) * b_panel_stride);
-          const GemmPrefetch next = p.b.packed ? next_b_panel<Cfg>(p, jc, nc, pc, kc, ic, mc, jr) : GemmPrefetch{};
+          const GemmPrefetch next = p.b.packed ? next_b_panel<Cfg>(p, jc, nc, pc, kc, ic, mc, jr, kc_max) : GemmPrefetch{};
           const bool merge_last = plus_row && mc > MR && mc % MR == 1;
           const int64_t tiles = (mc + MR - 1) / MR - (merge_last ? 1 : 0);
           for (int64_t ir = 0; ir < mc; ir += MR) {
