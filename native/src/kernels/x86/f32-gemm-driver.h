@@ -164,21 +164,29 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
           const GemmPrefetch next = p.b.packed ? next_b_panel<Cfg>(p, jc, nc, pc, kc, ic, mc, jr, kc_max) : GemmPrefetch{};
           const bool merge_last = plus_row && mc > MR && mc % MR == 1;
           const int64_t tiles = (mc + MR - 1) / MR - (merge_last ? 1 : 0);
-          for (int64_t ir = 0; ir < mc; ir += MR) {
+          // Read in place, A's rows can start any tile: without the plus-row tile the rows are
+          // spread evenly over the tiles (49 = 4 x 6 + 5 x 5 rather than 8 x 6 + 1, whose 1-row
+          // tile's pass over the B panel cost as much as 4 rows). A row's result does not depend
+          // on its tile's height.
+          const bool even = a_in_place && !plus_row;
+          for (int64_t t = 0, ir = 0; ir < mc; ++t) {
             const int64_t plus = merge_last && mc - ir == MR + 1;
-            const int64_t mr = plus ? MR + 1 : mc - ir < MR ? mc - ir : MR;
+            const int64_t mr = plus           ? MR + 1
+                               : even         ? mc / tiles + (t < mc % tiles ? 1 : 0)
+                               : mc - ir < MR ? mc - ir
+                                              : MR;
             const int64_t i = ic + ir;
             float* c = p.c + i * p.c_row_stride + j;
             GemmTileEpilogue ep;
             if (last) ep = GemmTileEpilogue::at(p, i, j);
-            const float* a = a_blk + (ir / MR) * a_panel_stride;
-            const GemmPrefetch pf = prefetch_share(next, ir / MR, tiles, kc);
+            const float* a = even ? a_blk + ir : a_blk + (ir / MR) * a_panel_stride;
+            const GemmPrefetch pf = prefetch_share(next, t, tiles, kc);
             if (plus)
               plus_row(nr, kc, a, a + a_panel_stride, b_panel, c, p.c_row_stride, !first, last ? &ep : nullptr, a_step, pf);
             else
               ukernels[mr - 1](nr, kc, a, b_panel, c, p.c_row_stride, !first, last ? &ep : nullptr, a_step, pf);
             if (last && (p.act == 4 || p.act == 7)) gemm_tile_transcendental(mr, nr, c, p.c_row_stride, ep);
-            if (plus) break;
+            ir += mr;
           }
         }
       }
