@@ -52,11 +52,19 @@ struct Cols {
   }
 };
 
-// Where the two B vectors of a gemm_rows tile sit in each B row (kWrap): vector v is the lo_v
-// lanes at o_v and the hi_v lanes at o_v + skip (the next output row of a padded plane).
+// Where the two B vectors of a gemm_rows tile sit in each B row (kRowsPieces, kRowsApart):
+// vector v is the lo_v lanes at o_v and the hi_v lanes at o_v + skip (the next output row of a
+// padded plane).
 struct RowsPanel {
   __m256i lo0, hi0, lo1, hi1;
   int64_t o0, o1, skip;
+};
+
+// How a gemm_rows tile reads its B vectors from a B row.
+enum RowsLoad : int {
+  kRowsContiguous = 0,  // nr adjacent columns at b (masked when the tile is partial, kMaskB)
+  kRowsPieces = 1,      // each vector two masked pieces (its columns cross an output row), *rp
+  kRowsApart = 2,       // each vector whole inside an output row, at its own offset o_v of *rp
 };
 
 // Lanes [0, n) of a vector (n clamped to 0..8).
@@ -68,9 +76,10 @@ inline __m256i lanes(int64_t n) {
 // ds_f32_gemm_ukernel_6x16__avx2 for R = 6 rows; R < 6 for the last rows of M. With offsets
 // (kRows), B step q is the nr floats at b + offs[q] instead of a packed panel: read with masks
 // when the tile is partial (kMaskB), so nothing past column nr is touched, and with one vector
-// (NV = 1, a 6x8 tile: half the multiply-adds) when nr <= 8. kWrap: each vector is assembled from
-// two masked loads as *rp says (columns that cross an output row).
-template <int R, bool kRows, int NV = 2, bool kMaskB = false, bool kWrap = false>
+// (NV = 1, a 6x8 tile: half the multiply-adds) when nr <= 8. kLoad (RowsLoad): contiguous
+// columns, each vector assembled from two masked loads as *rp says (columns that cross an output
+// row), or two whole vectors apart (output rows of a multiple of 8 columns: plain loads).
+template <int R, bool kRows, int NV = 2, bool kMaskB = false, int kLoad = kRowsContiguous>
 inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c,
                          int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep,
                          const RowsPanel* rp = nullptr, int64_t a_step = kMr, x86::GemmPrefetch pf = {}) {
@@ -89,11 +98,15 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   int64_t o0 = 0, o1 = 8, skip = 0;
   __m256i lo0 = cols.m0, hi0 = lo0, lo1 = cols.m1, hi1 = lo1;
-  if (kWrap) o0 = rp->o0, o1 = rp->o1, skip = rp->skip, lo0 = rp->lo0, hi0 = rp->hi0, lo1 = rp->lo1, hi1 = rp->hi1;
+  if (kLoad != kRowsContiguous)
+    o0 = rp->o0, o1 = rp->o1, skip = rp->skip, lo0 = rp->lo0, hi0 = rp->hi0, lo1 = rp->lo1, hi1 = rp->hi1;
   for (int64_t q = 0; q < kc; ++q) {
     const float* bq = kRows ? b + offs[q] : b;
     __m256 b0, b1;
-    if (kWrap) {  // masked-off lanes load as +0.0, so OR merges the two pieces exactly
+    if (kLoad == kRowsApart) {
+      b0 = _mm256_loadu_ps(bq + o0);
+      b1 = NV == 1 ? b0 : _mm256_loadu_ps(bq + o1);
+    } else if (kLoad == kRowsPieces) {  // masked-off lanes load as +0.0, so OR merges the two pieces exactly
       b0 = _mm256_or_ps(_mm256_maskload_ps(bq + o0, lo0), _mm256_maskload_ps(bq + o0 + skip, hi0));
       b1 = NV == 1 ? b0 : _mm256_or_ps(_mm256_maskload_ps(bq + o1, lo1), _mm256_maskload_ps(bq + o1 + skip, hi1));
     } else {
@@ -160,23 +173,24 @@ const x86::GemmMicrokernel kUkernels[kMr] = {ukernel<1>, ukernel<2>, ukernel<3>,
 using RowsMicrokernel = void (*)(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
                                  float* c, int64_t c_rs, const x86::GemmTileEpilogue* ep, const RowsPanel* rp);
 
-template <int R, int NV, bool kMaskB, bool kWrap>
+template <int R, int NV, bool kMaskB, int kLoad>
 void ukernel_rows(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c, int64_t c_rs,
                   const x86::GemmTileEpilogue* ep, const RowsPanel* rp) {
-  ukernel_core<R, true, NV, kMaskB, kWrap>(nr, kc, a, b, offs, c, c_rs, false, ep, rp);
+  ukernel_core<R, true, NV, kMaskB, kLoad>(nr, kc, a, b, offs, c, c_rs, false, ep, rp);
 }
 
-template <int NV, bool kMaskB, bool kWrap>
+template <int NV, bool kMaskB, int kLoad>
 struct RowsTable {
-  static constexpr RowsMicrokernel k[kMr] = {ukernel_rows<1, NV, kMaskB, kWrap>, ukernel_rows<2, NV, kMaskB, kWrap>,
-                                             ukernel_rows<3, NV, kMaskB, kWrap>, ukernel_rows<4, NV, kMaskB, kWrap>,
-                                             ukernel_rows<5, NV, kMaskB, kWrap>, ukernel_rows<6, NV, kMaskB, kWrap>};
+  static constexpr RowsMicrokernel k[kMr] = {ukernel_rows<1, NV, kMaskB, kLoad>, ukernel_rows<2, NV, kMaskB, kLoad>,
+                                             ukernel_rows<3, NV, kMaskB, kLoad>, ukernel_rows<4, NV, kMaskB, kLoad>,
+                                             ukernel_rows<5, NV, kMaskB, kLoad>, ukernel_rows<6, NV, kMaskB, kLoad>};
 };
 // [variant][rows - 1]: 0 = 16 contiguous columns, 1 = 9..15 (masked), 2 = 1..8 (one masked
-// vector); 3, 4 = two / one vector(s) that cross an output row.
-const RowsMicrokernel* const kRowsUkernels[5] = {RowsTable<2, false, false>::k, RowsTable<2, true, false>::k,
-                                                 RowsTable<1, true, false>::k, RowsTable<2, false, true>::k,
-                                                 RowsTable<1, false, true>::k};
+// vector); 3, 4 = two / one vector(s) that cross an output row; 5 = two whole vectors apart.
+const RowsMicrokernel* const kRowsUkernels[6] = {
+    RowsTable<2, false, kRowsContiguous>::k, RowsTable<2, true, kRowsContiguous>::k,
+    RowsTable<1, true, kRowsContiguous>::k,  RowsTable<2, false, kRowsPieces>::k,
+    RowsTable<1, false, kRowsPieces>::k,     RowsTable<2, false, kRowsApart>::k};
 
 }  // namespace
 
@@ -223,7 +237,9 @@ void ds_f32_gemm_rows__avx2(const GemmParams& p, const GemmRowsB& rb) {
     }
     rp.o0 = o[0], rp.o1 = o[1];
     const float* b = p.b.data + o[0];
-    if (crosses || (nr > 8 && o[1] != o[0] + 8)) variant = nr > 8 ? 3 : 4, b = p.b.data;
+    // Output rows of a multiple of 8 columns: the two vectors never cross one, only sit apart.
+    if (!crosses && nr == kNr && o[1] != o[0] + 8) variant = 5, b = p.b.data;
+    else if (crosses || (nr > 8 && o[1] != o[0] + 8)) variant = nr > 8 ? 3 : 4, b = p.b.data;
     for (int64_t i = 0; i < p.m; i += kMr) {
       const int64_t mr = p.m - i < kMr ? p.m - i : kMr;
       float* c = p.c + i * p.c_row_stride + j;
