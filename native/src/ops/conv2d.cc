@@ -272,16 +272,20 @@ int64_t implicit_b_rows(int64_t cg, int64_t kh, int64_t kw, int64_t dil_w, int64
 }
 
 // Whether the level's gemm_rows pays for a layer of m output channels (per group) over b_rows
-// distinct B rows (GemmKernels::rows_reuse_limit).
-bool rows_reuse_pays(const GemmKernels& g, int64_t m, int64_t b_rows) {
-  return !g.rows_reuse_limit || m * b_rows <= g.rows_reuse_limit;
+// distinct B rows (GemmKernels::rows_reuse_limit) of an input of in_floats per group. An input
+// of at most the limit's floats (64 KB) stays near L1 whatever a panel reads: at AVX2 FaceNet-1M
+// conv3 (48 x 12 x 12 -> 96 5x5, 96 x 240 rows) in place 0.152 ms, packed im2col 0.190, pixels
+// as rows 0.224 (BENCH_P10=1 bench_conv layer 48 12 12 96 5 1 0 1, 3 alternating runs).
+bool rows_reuse_pays(const GemmKernels& g, int64_t m, int64_t b_rows, int64_t in_floats) {
+  return !g.rows_reuse_limit || m * b_rows <= g.rows_reuse_limit || in_floats <= g.rows_reuse_limit;
 }
 
 bool implicit_rows(const GemmKernels& g, const Conv2dParams& c, int64_t m, int64_t k) {
   if (!g.gemm_rows) return false;
   const char* force = std::getenv("DS_CONV_ROWS");
   if (force && force[0] == '0') return false;
-  if (!rows_reuse_pays(g, m, implicit_b_rows(c.c / c.group, c.kh, c.kw, c.dil_w, rows_wrap(c) ? c.stride_w : 1)))
+  if (!rows_reuse_pays(g, m, implicit_b_rows(c.c / c.group, c.kh, c.kw, c.dil_w, rows_wrap(c) ? c.stride_w : 1),
+                       c.c / c.group * c.h * c.w))
     return false;
   if (rows_wrap(c)) return true;
   if (c.stride_h != 1 || c.stride_w != 1 || k < 3 * m) return false;
@@ -621,7 +625,8 @@ void winograd_segments(const WinogradGeometry& q, int64_t t0, int64_t t1, int64_
 // 0.047 vs 0.050; at 7x7 960->320 0.170 vs 0.146; SqueezeNet 1.1 at 13x13 384->48 0.028 vs 0.036,
 // 512->64 0.052 vs 0.049. Without direct_1x1 (packed B): pixels also when k >= m or k >= 256
 // (MobileNet V2 at 14x14 576->96 in-model 0.135 vs 0.122).
-bool pixels_pay(int64_t n, int64_t m, int64_t k, int64_t ow, bool pointwise, const GemmKernels& g, int64_t b_rows) {
+bool pixels_pay(int64_t n, int64_t m, int64_t k, int64_t ow, bool pointwise, const GemmKernels& g, int64_t b_rows,
+                int64_t in_floats) {
   const char* force = std::getenv("DS_CONV_PIXELS");
   if (force && *force) return force[0] == '1';
   if (n > 4 * m) return false;
@@ -629,7 +634,7 @@ bool pixels_pay(int64_t n, int64_t m, int64_t k, int64_t ow, bool pointwise, con
   // weight as A re-read per panel from L2 while it fits there (FaceNet-1M conv3, 48x12x12 -> 96
   // 5x5, 1 thread: 0.089-0.091 -> 0.066-0.068 ms; ResNet-18's 256x14x14 3x3, 2.4 MB, level).
   if (!pointwise && ow < 16 && rows_on(g) && gemm_rows_wraps(ow, 0) && m * k < 256 * 1024 &&
-      rows_reuse_pays(g, m, b_rows))
+      rows_reuse_pays(g, m, b_rows, in_floats))
     return false;
   if (!pointwise) return true;
   auto fills = [&](int64_t x, int64_t tile) { return x * 100 >= 85 * (ceil_div(x, tile) * tile); };
@@ -671,7 +676,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     const int64_t b_rows = implicit_b_rows(w[1], w[2], w[3], p.dilations[1], p.strides[1]);
     if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow)) s->path = Path::kWinograd;
     else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise &&
-             pixels_pay(oh * ow, s->m, s->k, ow, pointwise, *s->g, b_rows))
+             pixels_pay(oh * ow, s->m, s->k, ow, pointwise, *s->g, b_rows, w[1] * (*xd)[2] * (*xd)[3]))
       s->path = Path::kGemmPixels;
   }
   // A kernel the session was asked for (deepslim tune measures them in-model) replaces the rule's
