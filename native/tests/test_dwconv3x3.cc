@@ -2,8 +2,8 @@
 // from 1x1 up, widths around the 16-lane vector (15, 16, 17, 33) and past a stride-2 strip of 128
 // outputs (261), stride 1 and 2, pads 0 and 1, every activation code, 1-3 planes per call with and
 // without bias; then small planes (the AVX-512 flat path: up to 8 vectors of output) with every
-// padding 0..2 on each side; then every narrow shape (widths 1..20 and a few more, heights 1..9, each
-// side's padding 0 or 1).
+// padding 0..2 on each side; then every narrow shape (widths 1..20 and a few more, heights 1..9 and
+// 14-17, each side's padding 0 or 1).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -91,8 +91,9 @@ void check_level(ds::Isa isa) {
 
 // Every narrow shape around the 8-lane blocks of the AVX2 kernel (left and right edge blocks, the
 // last block moved left to end at the row's end, rows narrower than 8, 16-column blocks with an
-// edge block after them): widths 1..20 and a few past 16-column blocks, heights 1..9, padding 0 or
-// 1 on each side independently, stride 1 and 2, every activation code.
+// edge block after them): widths 1..20 and a few past 16-column blocks, heights 1..9, 14, 16 and 17
+// (the AVX2 padded-scratch planes go up to 16), padding 0 or 1 on each side independently, stride 1
+// and 2, every activation code.
 void check_edges(ds::Isa isa) {
   if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
   const ds::DwConv3x3Fn fn = ds::kernels_for(isa).dwconv3x3;
@@ -101,7 +102,7 @@ void check_edges(ds::Isa isa) {
   for (int64_t w = 1; w <= 20; ++w) widths.push_back(w);
   for (int64_t w : {23, 24, 25, 26, 31, 33, 34, 35, 40, 47, 57}) widths.push_back(w);
   int cases = 0;
-  for (int64_t h = 1; h <= 9; ++h)
+  for (int64_t h : {1, 2, 3, 4, 5, 6, 7, 8, 9, 14, 16, 17})
     for (int64_t w : widths)
       for (int64_t stride = 1; stride <= 2; ++stride)
         for (int pads = 0; pads < 16; ++pads) {
@@ -145,7 +146,7 @@ void check_bands(ds::Isa isa) {
   if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
   const ds::DwConv3x3Fn fn = ds::kernels_for(isa).dwconv3x3;
   tiny::Rng rng(5);
-  const int64_t sizes[] = {1, 2, 3, 7, 9, 16, 17, 31, 56, 57, 112};
+  const int64_t sizes[] = {1, 2, 3, 7, 9, 14, 16, 17, 31, 56, 57, 112};
   int cases = 0;
   for (int64_t h : sizes)
     for (int64_t w : sizes)

@@ -12,9 +12,11 @@
 // - stride 2: per input row the even and odd columns of 16 by shufps give the three taps;
 //   shufps leaves the outputs in lane order 0 1 4 5 2 3 6 7 in every tap alike, so one vpermpd per
 //   output vector (not per tap) puts them in order.
-// - small stride-1 planes (at most 8 vectors of output, rows narrower than 8, same size in and
-//   out): the plane as a flat run of pixels, each tap one masked load per vector (masks computed
-//   once per call).
+// - stride-1 planes 4 to 16 wide and at most 16 high, pad 1 on every side: copied into a
+//   zero-bordered scratch, then every tap one plain load (plane_padded).
+// - other small stride-1 planes (at most 8 vectors of output, rows narrower than 8, same size in
+//   and out): the plane as a flat run of pixels, each tap one masked load per vector (masks
+//   computed once per call).
 // Against the column-major kernel with only masked loads and stores before it (bench_conv dw, 1
 // thread, hot, medians of 5): 32x112x112 s1 0.73 -> 0.16 ms, 144x56x56 s1 0.58 -> 0.20,
 // 96x112x112 s2 0.52 -> 0.23.
@@ -23,6 +25,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/dwconv3x3.h"
 #include "kernels/gemm.h"
@@ -329,15 +332,85 @@ void plane_flat(const Plane& pl, const FlatMasks& f) {
   }
 }
 
+// Stride-1 planes 4 to 16 wide and at most 16 high with a pad of 1 on every side (MobileNet V2's
+// 14x14 and 7x7 layers): each plane is first copied into a zero-bordered scratch of pitch w + 2,
+// so every tap of every output vector is one plain load (in the bands every block of such a row
+// is an edge block; the flat path's loads are masked). A row's vectors sit at columns 0 and w - 8
+// (overlapping below 16: those outputs are stored twice with the same value; below 8 one vector,
+// its first w lanes stored). A padding tap adds 0 * w, which leaves the sum as it is (it
+// starts at +0, so it is never -0): the same values as the bands.
+constexpr int64_t kPaddedMax = 16;
+
+bool padded_fits(const DwConv3x3Params& p) {
+  return p.stride == 1 && p.pad_top == 1 && p.pad_left == 1 && p.oh == p.h && p.ow == p.w && p.w >= 4 &&
+         p.w <= kPaddedMax && p.h <= kPaddedMax;
+}
+
+// + 8: the loads of the last rows of a plane narrower than 8 run past its bottom border.
+struct PaddedScratch {
+  alignas(32) float v[(kPaddedMax + 2) * (kPaddedMax + 2) + 8];
+};
+
+// Output rows oy0 .. oy0 + R - 1 from the scratch s (pitch w + 2), vectors at columns 0 and ox1.
+template <int R, int A, bool kTwo>
+DS_ALWAYS_INLINE void padded_rows(const Plane& pl, const float* s, int64_t w, int64_t oy0, int64_t ox1) {
+  const int64_t pitch = w + 2;
+  __m256 acc0[R], acc1[R];
+  unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA { acc0[r] = acc1[r] = _mm256_setzero_ps(); });
+  unroll<R + 2>([&](auto ic) DS_ALWAYS_INLINE_LAMBDA {
+    constexpr int I = decltype(ic)::value;
+    const float* row = s + (oy0 + I) * pitch;
+    add_row_taps<R, I, 1>(acc0, pl.wv, _mm256_loadu_ps(row), _mm256_loadu_ps(row + 1), _mm256_loadu_ps(row + 2));
+    if constexpr (kTwo)
+      add_row_taps<R, I, 1>(acc1, pl.wv, _mm256_loadu_ps(row + ox1), _mm256_loadu_ps(row + ox1 + 1),
+                            _mm256_loadu_ps(row + ox1 + 2));
+  });
+  unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
+    float* y = pl.y + (oy0 + r) * w;
+    store_out<A>(pl, y, acc0[r], w < 8 ? w : 8);
+    if constexpr (kTwo) store_out<A>(pl, y + ox1, acc1[r], 8);
+  });
+}
+
+template <int A>
+void plane_padded(const Plane& pl, PaddedScratch& scratch) {
+  const DwConv3x3Params& p = *pl.p;
+  const int64_t w = p.w, pitch = w + 2;
+  // The interior, row by row; the border stays zero. A row narrower than 8 is one masked load
+  // whose lanes past it are zero: stored whole, they land on the border and on the next row's
+  // first columns (written after) or the bottom border.
+  const __m256i narrow = row_mask(0, w);
+  for (int64_t iy = 0; iy < p.h; ++iy) {
+    const float* src = pl.x + iy * w;
+    float* dst = scratch.v + (iy + 1) * pitch + 1;
+    if (w < 8) {
+      _mm256_storeu_ps(dst, _mm256_maskload_ps(src, narrow));
+    } else {
+      const __m256 lo = _mm256_loadu_ps(src), hi = _mm256_loadu_ps(src + w - 8);
+      _mm256_storeu_ps(dst, lo);
+      _mm256_storeu_ps(dst + w - 8, hi);
+    }
+  }
+  const int64_t ox1 = w - 8;
+  for_bands<4>(p.oh, [&](auto rows, int64_t oy) {
+    if (ox1 > 0)
+      padded_rows<decltype(rows)::value, A, true>(pl, scratch.v, w, oy, ox1);
+    else
+      padded_rows<decltype(rows)::value, A, false>(pl, scratch.v, w, oy, ox1);
+  });
+}
+
 template <int A>
 void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w, const float* bias,
                 float* y) {
   Plane pl;
   pl.p = &p;
   pl.alpha = _mm256_set1_ps(p.alpha), pl.beta = _mm256_set1_ps(p.beta);
-  const bool flat = flat_fits(p);
+  const bool padded = padded_fits(p), flat = !padded && flat_fits(p);
   FlatMasks f;
   if (flat) flat_masks(p, f);
+  PaddedScratch scratch;
+  if (padded) std::memset(scratch.v, 0, sizeof(scratch.v));
   pl.last_ox0 = p.ow < 8 ? 0 : p.ow - 8;
   edge_loads(p, -p.pad_left, pl.first_loads);
   edge_loads(p, pl.last_ox0 * p.stride - p.pad_left, pl.last_loads);
@@ -347,6 +420,8 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
     pl.bias = _mm256_set1_ps(bias ? bias[c] : 0.0f);
     if (flat)
       plane_flat<A>(pl, f);
+    else if (padded)
+      plane_padded<A>(pl, scratch);
     else if (p.stride == 1)
       for_bands<6>(p.oh, [&](auto rows, int64_t oy) { band<1, decltype(rows)::value, A>(pl, oy); });
     else
