@@ -258,6 +258,52 @@ TEST(conv2d_paths_match_reference_at_every_level) {
   unsetenv("DS_CONV_WINOGRAD");
 }
 
+// Layers either side of the AVX2 GEMM's gemm_rows bounds (GemmKernels, f32-gemm-6x16-avx2.cc; the
+// AVX-512 level has none): the direct 1x1 reads the plane in place only while its weight (per
+// group) is at most rows_a_floats = 64K floats, else it packs the plane (direct_1x1); the implicit
+// im2col runs only while O/g x the distinct B rows of a panel is at most rows_reuse_limit = 16K,
+// else the packed im2col (implicit_rows), and rows of 8, 12, 14 outputs go to pixels as rows past
+// it (pixels_pay). Pixels as rows is off (DS_CONV_PIXELS=0) except in the last pair, so that each
+// layer takes the path its bound picks; every level runs them, against the same reference.
+TEST(conv2d_gemm_rows_bounds_match_reference_at_every_level) {
+  setenv("DS_CONV_WINOGRAD", "0", 1);
+  setenv("DS_CONV_PIXELS", "0", 1);
+  tiny::Rng rng(11);
+  //            n  c   h   w   o  kh kw sh sw dh dw  g  pads           bias  act
+  const Conv cases[] = {
+      // Weight m x k against rows_a_floats (65536): the direct 1x1 at or under it, packed above.
+      {1, 256, 9, 10, 256, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},    // 256 x 256 = 64K: direct
+      {1, 256, 9, 10, 257, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // 257 x 256: packed
+      {1, 255, 7, 9, 257, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, 6},    // 257 x 255 = 64K - 1: direct
+      {1, 256, 8, 8, 512, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 2},     // 512 x 256 = 128K: packed
+      {1, 256, 13, 13, 256, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, 1},   // 1x1 s2, 64K: direct
+      {1, 256, 13, 13, 512, 1, 1, 2, 2, 1, 1, 1, {0, 0, 0, 0}, true, 0},   // 1x1 s2, 128K (ResNet-18): packed
+      {1, 512, 6, 7, 512, 1, 1, 1, 1, 1, 1, 2, {0, 0, 0, 0}, true, 3},     // 2 groups of 256 x 256: direct
+      {1, 512, 6, 7, 514, 1, 1, 1, 1, 1, 1, 2, {0, 0, 0, 0}, true, 1},     // 2 groups of 257 x 256: packed
+      // O/g x distinct B rows against rows_reuse_limit (16384): implicit at or under it, packed above.
+      {1, 64, 20, 21, 128, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},   // 128 x 64*2 = 16K: in place
+      {1, 64, 20, 21, 129, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},   // 129 x 128: packed
+      {1, 64, 19, 20, 128, 2, 2, 1, 1, 1, 1, 1, {1, 1, 0, 0}, false, 6},  // 16K, padded: implicit
+      {1, 64, 19, 20, 129, 2, 2, 1, 1, 1, 1, 1, {1, 1, 0, 0}, false, 6},  // packed
+      {1, 32, 40, 40, 85, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, true, 2},    // s2: 85 x 32*3*2 = 16320: implicit
+      {1, 32, 40, 40, 86, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, true, 2},    // 86 x 192 = 16512: packed
+      {1, 64, 13, 13, 85, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // 11 wide, compacted: 16320
+      {1, 64, 13, 13, 86, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // 16512: packed
+      {1, 128, 17, 18, 256, 2, 2, 1, 1, 1, 1, 2, {0, 0, 0, 0}, true, 3},  // 2 groups of 128 x 128: implicit
+      {1, 128, 17, 18, 258, 2, 2, 1, 1, 1, 1, 2, {0, 0, 0, 0}, true, 3},  // 2 groups of 129 x 128: packed
+  };
+  int i = 0;
+  for (const Conv& p : cases) check_conv(p, rng, "bounds case " + std::to_string(i++));
+  unsetenv("DS_CONV_PIXELS");
+  // Rows of 12 outputs: wrapped at 16K, pixels as rows past it (the rule's own choice).
+  const Conv rows12[] = {
+      {1, 64, 13, 13, 128, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},
+      {1, 64, 13, 13, 129, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},
+  };
+  for (const Conv& p : rows12) check_conv(p, rng, "bounds case " + std::to_string(i++));
+  unsetenv("DS_CONV_WINOGRAD");
+}
+
 // Winograd F(4x4, 3x3) on every eligible shape (DS_CONV_WINOGRAD=1): tile edges (H, W not
 // multiples of 4, fewer than 4), odd C and O, pads 0-2, every activation, tile blocks or each
 // block's steps split across threads, batch 2.

@@ -3,7 +3,9 @@
 // outputs (261), stride 1 and 2, pads 0 and 1, every activation code, 1-3 planes per call with and
 // without bias; then small planes (the AVX-512 flat path: up to 8 vectors of output) with every
 // padding 0..2 on each side; then every narrow shape (widths 1..20 and a few more, heights 1..9 and
-// 14-17, each side's padding 0 or 1).
+// 14-17, each side's padding 0 or 1). Every call of every level, the scalar reference's too, runs
+// twice: with the input, weights, bias and output each ending right before an inaccessible page,
+// then each starting right after one, so that a read or write just outside an operand faults.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -11,29 +13,50 @@
 #include <vector>
 
 #include "core/dispatch.h"
+#include "guarded_floats.h"
 #include "harness.h"
 #include "kernel_tolerances.h"
 #include "tiny_net.h"
 
 namespace {
 
-// One call of `fn` on `planes` random planes against the reference; false when an output is off or
-// the element past the last plane was written.
-bool matches(ds::DwConv3x3Fn fn, const ds::DwConv3x3Params& p, int64_t planes, bool with_bias, tiny::Rng& rng) {
-  const size_t in = size_t(p.h * p.w), out = size_t(p.oh * p.ow);
-  std::vector<float> x(in * planes), wt(9 * planes), bias(planes), want(out * planes), got(out * planes + 1, -7.0f);
+// `fn` on copies of the operands placed against a guard page on `side`; the output, whose
+// elements start at -7.
+std::vector<float> run_guarded(ds::DwConv3x3Fn fn, const ds::DwConv3x3Params& p, int64_t planes,
+                               const std::vector<float>& x, const std::vector<float>& wt,
+                               const std::vector<float>* bias, guarded::Guard side, const std::string& what) {
+  guarded::set_case(what + (side == guarded::Guard::kAfter ? ", guard pages after" : ", guard pages before"));
+  const guarded::Floats gx(x, side), gw(wt, side), gb(bias ? *bias : std::vector<float>(), side);
+  guarded::Floats gy(std::vector<float>(size_t(p.oh * p.ow * planes), -7.0f), side);
+  fn(p, planes, gx.data(), gw.data(), bias ? gb.data() : nullptr, gy.data());
+  return gy.vector();
+}
+
+// Calls of `fn` on `planes` random planes against the reference, with each operand against a
+// guard page after its end, then before its start (an access outside them faults); false when an
+// output is off.
+bool matches(ds::DwConv3x3Fn fn, const ds::DwConv3x3Params& p, int64_t planes, bool with_bias, tiny::Rng& rng,
+             const std::string& what) {
+  const size_t in = size_t(p.h * p.w);
+  std::vector<float> x(in * planes), wt(9 * planes), bias(planes);
   for (float& v : x) v = rng.uniform(-1, 1);
   for (float& v : wt) v = rng.uniform(-1, 1);
   for (float& v : bias) v = rng.uniform(-1, 1);
-  const float* b = with_bias ? bias.data() : nullptr;
-  ds::ds_f32_dwconv3x3__scalar(p, planes, x.data(), wt.data(), b, want.data());
-  fn(p, planes, x.data(), wt.data(), b, got.data());
-  for (size_t i = 0; i < want.size(); ++i) {
-    // |x|, |w| <= 1: the sum's magnitude is at most 9 + |bias|.
-    const double allowed = tol::kDwconv * 10 + tol::kActivationUlps * FLT_EPSILON * std::fabs(want[i]);
-    if (!(std::fabs(double(got[i]) - want[i]) <= allowed)) return false;
+  const std::vector<float>* b = with_bias ? &bias : nullptr;
+  const std::vector<float> want = run_guarded(ds::ds_f32_dwconv3x3__scalar, p, planes, x, wt, b, guarded::Guard::kAfter,
+                                                  "scalar reference for " + what);
+  if (run_guarded(ds::ds_f32_dwconv3x3__scalar, p, planes, x, wt, b, guarded::Guard::kBefore,
+                  "scalar reference for " + what) != want)
+    return false;
+  for (guarded::Guard side : {guarded::Guard::kAfter, guarded::Guard::kBefore}) {
+    const std::vector<float> got = run_guarded(fn, p, planes, x, wt, b, side, what);
+    for (size_t i = 0; i < want.size(); ++i) {
+      // |x|, |w| <= 1: the sum's magnitude is at most 9 + |bias|.
+      const double allowed = tol::kDwconv * 10 + tol::kActivationUlps * FLT_EPSILON * std::fabs(want[i]);
+      if (!(std::fabs(double(got[i]) - want[i]) <= allowed)) return false;
+    }
   }
-  return got.back() == -7.0f;
+  return true;
 }
 
 void random_act(ds::DwConv3x3Params& p, tiny::Rng& rng) {
@@ -66,7 +89,8 @@ void check_level(ds::Isa isa) {
           if (h + 2 * pad < 3 || w + 2 * pad < 3) continue;
           random_act(p, rng);
           const int64_t planes = 1 + int64_t(rng.below(3));
-          CHECK_MSG(matches(fn, p, planes, rng.below(4) != 0, rng), describe(isa, p, planes));
+          const std::string what = describe(isa, p, planes);
+          CHECK_MSG(matches(fn, p, planes, rng.below(4) != 0, rng, what), what);
           ++cases;
         }
   CHECK(cases > 300);
@@ -85,7 +109,8 @@ void check_level(ds::Isa isa) {
             p.ow = (w + pl + pr - 3) / stride + 1;
             random_act(p, rng);
             const int64_t planes = 1 + int64_t(rng.below(4));
-            CHECK_MSG(matches(fn, p, planes, rng.below(4) != 0, rng), describe(isa, p, planes));
+            const std::string what = describe(isa, p, planes);
+          CHECK_MSG(matches(fn, p, planes, rng.below(4) != 0, rng, what), what);
           }
 }
 
@@ -116,7 +141,8 @@ void check_edges(ds::Isa isa) {
           p.alpha = p.act == 2 ? -0.5f : p.act == 5 ? 0.2f : 0.1f;
           p.beta = 0.5f;
           const int64_t planes = 1 + cases % 2;
-          CHECK_MSG(matches(fn, p, planes, cases % 3 != 0, rng), describe(isa, p, planes));
+          const std::string what = describe(isa, p, planes);
+          CHECK_MSG(matches(fn, p, planes, cases % 3 != 0, rng, what), what);
           ++cases;
         }
   CHECK(cases > 3000);

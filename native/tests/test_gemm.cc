@@ -1,7 +1,9 @@
 // f32 GEMM of every ISA level this machine runs against the scalar reference: sizes at and around
 // the register tile and cache blocks (1, tile-1, tile, tile+1, primes, > kc/mc/nc), every
 // activation code, bias per row/column/none, residual on/off, packed and unpacked operands,
-// transposed strides and padded C rows; then thread-count invariance (bitwise).
+// transposed strides and padded C rows; then thread-count invariance (bitwise). The level under
+// test runs each case twice, with A, B (raw or packed), the bias, the residual and C each against
+// an inaccessible page after their end, then before their start: an access outside them faults.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -9,13 +11,9 @@
 #include <utility>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#include <unistd.h>
-#endif
-
 #include "core/dispatch.h"
 #include "kernels/x86/f32-gemm-driver.h"
+#include "guarded_floats.h"
 #include "harness.h"
 #include "kernel_tolerances.h"
 #include "tiny_net.h"
@@ -123,6 +121,25 @@ std::vector<float> run(const GemmKernels& g, GemmParams p, int64_t rows, int64_t
   return c;
 }
 
+// g.gemm on p with copies of its operands (A and B as p passes them: raw or packed, `a_floats` and
+// `b_floats` long; the bias, the residual, C) against a guard page on `side`. C starts at -7.
+std::vector<float> run_guarded(const GemmKernels& g, const Problem& pr, GemmParams p, size_t a_floats, size_t b_floats,
+                               int64_t rows, int64_t row_stride, guarded::Guard side) {
+  const guarded::Floats a(std::vector<float>(p.a.data, p.a.data + a_floats), side);
+  const guarded::Floats b(std::vector<float>(p.b.data, p.b.data + b_floats), side);
+  const guarded::Floats bias(pr.bias, side), residual(pr.residual, side);
+  guarded::Floats c(std::vector<float>(size_t(rows * row_stride), -7.0f), side);  // padding must stay untouched
+  std::vector<float> ws(size_t(g.workspace_floats) + 16);
+  float* wsa = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t(63));
+  p.a.data = a.data();
+  p.b.data = b.data();
+  if (p.bias) p.bias = bias.data();
+  if (p.residual) p.residual = residual.data();
+  p.c = c.data();
+  g.gemm(p, wsa);
+  return c.vector();
+}
+
 // Runs the case at `isa` and checks it against the reference. Returns false on a mismatch.
 bool check_case(Isa isa, const Case& cs, tiny::Rng& rng) {
   // The problem data are generated in the same form whatever isa is: a and b are row-major unless
@@ -144,7 +161,14 @@ bool check_case(Isa isa, const Case& cs, tiny::Rng& rng) {
   const GemmKernels& g = *ds::kernels_for(isa).gemm;
   const int64_t ldc = cs.n + cs.c_pad;
   const std::vector<float> want = run(ref, pr.params(ref, nullptr, false), cs.m, ldc);
-  const std::vector<float> got = run(g, pr.params(g, nullptr, true), cs.m, ldc);
+  const GemmParams p = pr.params(g, nullptr, true);
+  const size_t a_floats = cs.pack_a ? pr.a_packed.size() : pr.a.size();
+  const size_t b_floats = cs.pack_b ? pr.b_packed.size() : pr.b.size();
+  const std::string what = std::string(ds::isa_name(isa)) + " " + describe(cs);
+  guarded::set_case(what + ", guard pages after");
+  const std::vector<float> got_after = run_guarded(g, pr, p, a_floats, b_floats, cs.m, ldc, guarded::Guard::kAfter);
+  guarded::set_case(what + ", guard pages before");
+  const std::vector<float> got_before = run_guarded(g, pr, p, a_floats, b_floats, cs.m, ldc, guarded::Guard::kBefore);
   // Magnitudes on the untransposed layout.
   Problem plain = pr;
   if (cs.a_trans || cs.b_trans) {
@@ -154,25 +178,32 @@ bool check_case(Isa isa, const Case& cs, tiny::Rng& rng) {
       for (int64_t j = 0; j < cs.n; ++j) plain.b[size_t(q * cs.n + j)] = pr.b[size_t(q * pr.b_rs() + j * pr.b_cs())];
   }
   const std::vector<double> mag = plain.magnitude();
-  double worst = 0;
-  int64_t bad = 0;
-  for (int64_t i = 0; i < cs.m; ++i) {
-    for (int64_t j = 0; j < ldc; ++j) {
-      const float w = want[size_t(i * ldc + j)], v = got[size_t(i * ldc + j)];
-      if (j >= cs.n) {
-        if (v != -7.0f) ++bad;  // wrote past the row
-        continue;
+  // Elements off in one result (and the worst error, in units of the tolerance x kGemm).
+  auto count_bad = [&](const std::vector<float>& got, double* worst) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < cs.m; ++i) {
+      for (int64_t j = 0; j < ldc; ++j) {
+        const float w = want[size_t(i * ldc + j)], v = got[size_t(i * ldc + j)];
+        if (j >= cs.n) {
+          if (v != -7.0f) ++bad;  // wrote past the row
+          continue;
+        }
+        const double allowed = tol::kGemm * mag[size_t(i * cs.n + j)] +
+                               tol::kActivationUlps * FLT_EPSILON * std::fabs(w);
+        const double err = std::fabs(double(v) - w) / (allowed + 1e-30) * tol::kGemm;
+        if (!(err <= tol::kGemm)) ++bad;
+        if (err > *worst || std::isnan(err)) *worst = std::isnan(err) ? INFINITY : err;
       }
-      const double allowed = tol::kGemm * mag[size_t(i * cs.n + j)] +
-                             tol::kActivationUlps * FLT_EPSILON * std::fabs(w);
-      const double err = std::fabs(double(v) - w) / (allowed + 1e-30) * tol::kGemm;
-      if (!(err <= tol::kGemm)) ++bad;
-      if (err > worst || std::isnan(err)) worst = std::isnan(err) ? INFINITY : err;
     }
-  }
-  CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " " + describe(cs) + ": " + std::to_string(bad) +
-                          " elements off, worst error (in units of the tolerance x kGemm) " + std::to_string(worst));
-  return bad == 0;
+    return bad;
+  };
+  double worst = 0;
+  const int64_t bad_after = count_bad(got_after, &worst), bad_before = count_bad(got_before, &worst);
+  CHECK_MSG(bad_after + bad_before == 0,
+            what + ": " + std::to_string(bad_after) + " and " + std::to_string(bad_before) +
+                " elements off (guards after, before), worst error (in units of the tolerance x kGemm) " +
+                std::to_string(worst));
+  return bad_after + bad_before == 0;
 }
 
 std::vector<int64_t> edge_sizes(int64_t tile) {
@@ -248,45 +279,14 @@ void blocks_at(Isa isa) {
   check_case(isa, e, rng);
 }
 
-// `floats` floats that end right before an inaccessible page (Linux), so that a read past the
-// end faults; elsewhere a plain allocation.
-class GuardedFloats {
- public:
-  explicit GuardedFloats(size_t floats) : n_(floats) {
-#if defined(__linux__)
-    const size_t page = size_t(sysconf(_SC_PAGESIZE)), bytes = (floats * sizeof(float) + page - 1) / page * page;
-    len_ = bytes + page;
-    void* m = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m != MAP_FAILED) {
-      base_ = static_cast<char*>(m);
-      mprotect(base_ + bytes, page, PROT_NONE);
-      data_ = reinterpret_cast<float*>(base_ + bytes) - floats;
-      return;
-    }
-#endif
-    own_.resize(floats);
-    data_ = own_.data();
-  }
-  ~GuardedFloats() {
-#if defined(__linux__)
-    if (base_) munmap(base_, len_);
-#endif
-  }
-  float* data() { return data_; }
-  size_t size() const { return n_; }
-
- private:
-  size_t n_, len_ = 0;
-  char* base_ = nullptr;
-  float* data_ = nullptr;
-  std::vector<float> own_;
-};
-
 // GemmKernels::gemm_rows (B rows at arbitrary offsets of one buffer) against double loops: edge
 // sizes around the tile and random ones, every activation and bias kind, a residual, padded C rows
 // left untouched; contiguous rows or columns wrapping at widths of 8-15 (where gemm_rows_wraps
 // allows them) and 16-40, from any first column. B ends right before an inaccessible page, and one
-// row starts n floats before it: the kernel may read nothing past column n of a row.
+// row starts n floats before it: the kernel may read nothing past column n of a row. Then again with
+// B starting right after an inaccessible page at the lowest row's column col0, so that nothing
+// before a row's first column may be read either; A, the bias, the residual and C sit against such
+// pages after their ends in the first run and before their starts in the second.
 void gemm_rows_at(Isa isa) {
   if (!ds::isa_available(isa)) SKIP(std::string(ds::isa_name(isa)) + " is not available on this CPU/build");
   const GemmKernels& g = *ds::kernels_for(isa).gemm;
@@ -320,33 +320,58 @@ void gemm_rows_at(Isa isa) {
       if (ds::gemm_rows_wraps(width, col0)) rows.width = width, rows.skip = rng.below(8), rows.col0 = col0;
     }
     auto at = [&](int64_t x) { return rows.width ? (x / rows.width) * (rows.width + rows.skip) + x % rows.width : x; };
-    GuardedFloats src(size_t(span + at(rows.col0 + n - 1) + 1));
+    // B ends right before a guard page (a row ends at the buffer's end); for a second run a copy
+    // starts right after one, at the first float the kernel may read (the lowest row, column
+    // col0): b.data then points that many floats before the copy, into its guard page.
+    guarded::Floats src(size_t(span + at(rows.col0 + n - 1) + 1));
     for (size_t i = 0; i < src.size(); ++i) src.data()[i] = rng.uniform(-1.0f, 1.0f);
+    const size_t b_lo = size_t(*std::min_element(offs.begin(), offs.end()) + at(rows.col0));
+    const guarded::Floats src_before(std::vector<float>(src.data() + b_lo, src.data() + src.size()),
+                                     guarded::Guard::kBefore);
     std::vector<float> a(size_t(m * k)), bias(size_t(std::max(m, n))), res(size_t(m * n));
     for (float& v : a) v = rng.uniform(-1.0f, 1.0f);
     for (float& v : bias) v = rng.uniform(-1.0f, 1.0f);
     for (float& v : res) v = rng.uniform(-1.0f, 1.0f);
-    std::vector<float> ap(size_t(ds::gemm_packed_a_size(g, m, k)) + 16);
+    std::vector<float> ap(size_t(ds::gemm_packed_a_size(g, m, k)));
     ds::gemm_pack_a(g, m, k, a.data(), k, 1, ap.data());
-    std::vector<float> c(size_t(m * ldc), -7.0f);
+    // A, the bias, the residual and C against guard pages after their ends, then before their starts.
+    const guarded::Floats ap_after(ap, guarded::Guard::kAfter), ap_before(ap, guarded::Guard::kBefore);
+    const guarded::Floats bias_after(bias, guarded::Guard::kAfter), bias_before(bias, guarded::Guard::kBefore);
+    const guarded::Floats res_after(res, guarded::Guard::kAfter), res_before(res, guarded::Guard::kBefore);
+    guarded::Floats c(std::vector<float>(size_t(m * ldc), -7.0f), guarded::Guard::kAfter);
+    guarded::Floats c_before(std::vector<float>(size_t(m * ldc), -7.0f), guarded::Guard::kBefore);
     GemmParams p;
     p.m = m, p.n = n, p.k = k;
-    p.a = {ap.data(), 0, 0, true};
+    p.a = {ap_after.data(), 0, 0, true};
     p.b.data = src.data();
     p.c = c.data();
     p.c_row_stride = ldc;
-    p.bias = bias_kind ? bias.data() : nullptr;
+    p.bias = bias_kind ? bias_after.data() : nullptr;
     p.bias_kind = bias_kind;
-    p.residual = residual ? res.data() : nullptr;
+    p.residual = residual ? res_after.data() : nullptr;
     p.residual_row_stride = n;
     p.act = act, p.alpha = 0.1f, p.beta = 0.9f;
+    const std::string what = std::string(ds::isa_name(isa)) + " gemm_rows m=" + std::to_string(m) + " n=" +
+                             std::to_string(n) + " k=" + std::to_string(k) + " act=" + std::to_string(act) +
+                             " width=" + std::to_string(rows.width) + " skip=" + std::to_string(rows.skip) +
+                             " col0=" + std::to_string(rows.col0);
+    guarded::set_case(what + ", guard pages after");
     g.gemm_rows(p, rows);
+    GemmParams pb = p;
+    pb.a.data = ap_before.data();
+    pb.b.data = src_before.data() - b_lo;
+    pb.c = c_before.data();
+    if (bias_kind) pb.bias = bias_before.data();
+    if (residual) pb.residual = res_before.data();
+    guarded::set_case(what + ", guard pages before");
+    g.gemm_rows(pb, rows);
     int64_t bad = 0;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < ldc; ++j) {
-        const float v = c[size_t(i * ldc + j)];
+        const float v = c.data()[size_t(i * ldc + j)], vb = c_before.data()[size_t(i * ldc + j)];
         if (j >= n) {
           bad += v != -7.0f;
+          bad += vb != -7.0f;
           continue;
         }
         double t = 0, mag = 0;
@@ -362,12 +387,9 @@ void gemm_rows_at(Isa isa) {
         const float w = ds::gemm_activate(act, float(t), p.alpha, p.beta);
         const double allowed = tol::kGemm * mag + tol::kActivationUlps * FLT_EPSILON * std::fabs(w) + 1e-30;
         bad += !(std::fabs(double(v) - w) <= allowed);
+        bad += !(std::fabs(double(vb) - w) <= allowed);
       }
-    CHECK_MSG(bad == 0, std::string(ds::isa_name(isa)) + " gemm_rows m=" + std::to_string(m) + " n=" +
-                            std::to_string(n) + " k=" + std::to_string(k) + " act=" + std::to_string(act) +
-                            " width=" + std::to_string(rows.width) + " skip=" + std::to_string(rows.skip) +
-                            " col0=" + std::to_string(rows.col0) + ": " +
-                            std::to_string(bad) + " elements off");
+    CHECK_MSG(bad == 0, what + ": " + std::to_string(bad) + " elements off (both runs)");
     if (bad && ++failures > 5) return;
     // Cut at a panel and a row tile boundary as the threads' tasks are (col0 moves on with the
     // columns): the same bits.
@@ -385,7 +407,7 @@ void gemm_rows_at(Isa isa) {
         part.col0 = rows.col0 + cut[2];
         g.gemm_rows(t, part);
       }
-      CHECK_MSG(c2 == c, std::string(ds::isa_name(isa)) + " gemm_rows m=" + std::to_string(m) + " n=" +
+      CHECK_MSG(c2 == c.vector(), std::string(ds::isa_name(isa)) + " gemm_rows m=" + std::to_string(m) + " n=" +
                              std::to_string(n) + " cut at " + std::to_string(is) + ", " + std::to_string(js) +
                              ": differs from the whole");
     }
