@@ -263,8 +263,9 @@ TEST(conv2d_paths_match_reference_at_every_level) {
 // group) is at most rows_a_floats = 64K floats, else it packs the plane (direct_1x1); the implicit
 // im2col runs only while O/g x the distinct B rows of a panel is at most rows_reuse_limit = 16K,
 // else the packed im2col (implicit_rows), and rows of 8, 12, 14 outputs go to pixels as rows past
-// it (pixels_pay). Pixels as rows is off (DS_CONV_PIXELS=0) except in the last pair, so that each
-// layer takes the path its bound picks; every level runs them, against the same reference.
+// it (pixels_pay); an input of at most 16K floats per group is under it whatever O/g. Pixels as
+// rows is off (DS_CONV_PIXELS=0) except in the last three, so that each layer takes the path its
+// bound picks; every level runs them, against the same reference.
 TEST(conv2d_gemm_rows_bounds_match_reference_at_every_level) {
   setenv("DS_CONV_WINOGRAD", "0", 1);
   setenv("DS_CONV_PIXELS", "0", 1);
@@ -288,17 +289,20 @@ TEST(conv2d_gemm_rows_bounds_match_reference_at_every_level) {
       {1, 32, 40, 40, 85, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, true, 2},    // s2: 85 x 32*3*2 = 16320: implicit
       {1, 32, 40, 40, 86, 3, 3, 2, 2, 1, 1, 1, {1, 1, 1, 1}, true, 2},    // 86 x 192 = 16512: packed
       {1, 64, 13, 13, 85, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // 11 wide, compacted: 16320
-      {1, 64, 13, 13, 86, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // 16512: packed
+      {1, 64, 13, 13, 86, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // 16512, input 10.8K floats: implicit
+      {1, 64, 21, 13, 86, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},    // 16512, input 17.5K: packed
       {1, 128, 17, 18, 256, 2, 2, 1, 1, 1, 1, 2, {0, 0, 0, 0}, true, 3},  // 2 groups of 128 x 128: implicit
       {1, 128, 17, 18, 258, 2, 2, 1, 1, 1, 1, 2, {0, 0, 0, 0}, true, 3},  // 2 groups of 129 x 128: packed
   };
   int i = 0;
   for (const Conv& p : cases) check_conv(p, rng, "bounds case " + std::to_string(i++));
   unsetenv("DS_CONV_PIXELS");
-  // Rows of 12 outputs: wrapped at 16K, pixels as rows past it (the rule's own choice).
+  // Rows of 12 outputs: wrapped at 16K, pixels as rows past it (the rule's own choice), unless the
+  // input is at most 16K floats (then wrapped past it too).
   const Conv rows12[] = {
-      {1, 64, 13, 13, 128, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},
-      {1, 64, 13, 13, 129, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},
+      {1, 64, 21, 13, 128, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},  // 16K: wrapped
+      {1, 64, 21, 13, 129, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},  // 16512, input 17.5K: pixels
+      {1, 64, 13, 13, 129, 2, 2, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},  // input 10.8K: wrapped
   };
   for (const Conv& p : rows12) check_conv(p, rng, "bounds case " + std::to_string(i++));
   unsetenv("DS_CONV_WINOGRAD");
