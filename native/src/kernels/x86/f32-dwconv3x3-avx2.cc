@@ -30,6 +30,7 @@
 #include "kernels/dwconv3x3.h"
 #include "kernels/gemm.h"
 #include "kernels/unroll.h"
+#include "kernels/x86/f32-store-avx2.h"
 
 namespace ds {
 namespace {
@@ -131,22 +132,10 @@ struct Plane {
 template <int A>
 DS_ALWAYS_INLINE void store_out(const Plane& pl, float* dst, __m256 acc, int64_t n) {
   const __m256 v = activate_t<A>(_mm256_add_ps(acc, pl.bias), pl.alpha, pl.beta);
-  if (n >= 8) {
+  if (n >= 8)
     _mm256_storeu_ps(dst, v);
-    return;
-  }
-  __m128 part = _mm256_castps256_ps128(v);
-  if (n & 4) {
-    _mm_storeu_ps(dst, part);
-    part = _mm256_extractf128_ps(v, 1);
-    dst += 4;
-  }
-  if (n & 2) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(dst), part);
-    part = _mm_movehl_ps(part, part);
-    dst += 2;
-  }
-  if (n & 1) _mm_store_ss(dst, part);
+  else
+    x86::store_partial(dst, v, n);
 }
 
 // One input row's three taps (t0, t1, t2 = columns kx 0..2 of the outputs' windows) added to each

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "kernels/ref/f32-winograd-impl.h"
+#include "kernels/x86/f32-store-avx2.h"
 
 namespace ds {
 namespace {
@@ -66,22 +67,6 @@ inline __m256i lane_mask(int64_t n) {
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// dst[0..n) = the first n lanes of x, 0 < n < 8 (vmaskmovps stores are slow on some cores).
-inline void store_partial(float* dst, __m256 x, int64_t n) {
-  __m128 h = _mm256_castps256_ps128(x);
-  if (n & 4) {
-    _mm_storeu_ps(dst, h);
-    h = _mm256_extractf128_ps(x, 1);
-    dst += 4;
-  }
-  if (n & 2) {
-    _mm_storel_pi(reinterpret_cast<__m64*>(dst), h);
-    h = _mm_movehl_ps(h, h);
-    dst += 2;
-  }
-  if (n & 1) _mm_store_ss(dst, h);
-}
-
 void input__avx2(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
   __m256 rows[6][6];  // rows[i][b]: B^T along input row i
 #pragma GCC unroll 6
@@ -100,7 +85,7 @@ void input__avx2(const float* x, int64_t x_stride, int64_t count, float* v, int6
     for (int a = 0; a < 6; ++a) {
       float* dst = v + (a * 6 + b) * v_stride;
       if (full) _mm256_storeu_ps(dst, t[a]);
-      else store_partial(dst, t[a], count);
+      else x86::store_partial(dst, t[a], count);
     }
   }
 }
@@ -162,7 +147,7 @@ void output_act(const float* m, int64_t m_stride, int64_t count, const WinogradO
         _mm256_storeu_ps(yr + 8 * g, activate<Act>(val, alpha, beta));
       } else {
         if (res) val = _mm256_add_ps(val, _mm256_maskload_ps(res + 8 * g, last_mask));
-        store_partial(yr + 8 * g, activate<Act>(val, alpha, beta), last);
+        x86::store_partial(yr + 8 * g, activate<Act>(val, alpha, beta), last);
       }
     }
   }
