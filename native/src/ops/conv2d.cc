@@ -273,11 +273,14 @@ int64_t implicit_b_rows(int64_t cg, int64_t kh, int64_t kw, int64_t dil_w, int64
 
 // Whether the level's gemm_rows pays for a layer of m output channels (per group) over b_rows
 // distinct B rows (GemmKernels::rows_reuse_limit) of an input of in_floats per group. An input
-// of at most the limit's floats (64 KB) stays near L1 whatever a panel reads: at AVX2 FaceNet-1M
-// conv3 (48 x 12 x 12 -> 96 5x5, 96 x 240 rows) in place 0.152 ms, packed im2col 0.190, pixels
-// as rows 0.224 (BENCH_P10=1 bench_conv layer 48 12 12 96 5 1 0 1, 3 alternating runs).
+// of at most kRowsSmallInputFloats (64 KB) stays near L1 whatever a panel reads: at AVX2
+// FaceNet-1M conv3 (48 x 12 x 12 -> 96 5x5, 96 x 240 rows) in place 0.152 ms, packed im2col
+// 0.190, pixels as rows 0.224 (BENCH_P10=1 bench_conv layer 48 12 12 96 5 1 0 1, 3 alternating
+// runs).
+constexpr int64_t kRowsSmallInputFloats = 16 * 1024;
+
 bool rows_reuse_pays(const GemmKernels& g, int64_t m, int64_t b_rows, int64_t in_floats) {
-  return !g.rows_reuse_limit || m * b_rows <= g.rows_reuse_limit || in_floats <= g.rows_reuse_limit;
+  return !g.rows_reuse_limit || m * b_rows <= g.rows_reuse_limit || in_floats <= kRowsSmallInputFloats;
 }
 
 bool implicit_rows(const GemmKernels& g, const Conv2dParams& c, int64_t m, int64_t k) {
