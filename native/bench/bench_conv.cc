@@ -12,8 +12,9 @@
 // prints the 10th percentile of single calls over 0.5 s (robust on a busy machine). With
 // BENCH_EVICT_MB=MB it reads MB megabytes of other data and then the input before each call (the
 // weights in L3, the input in L2, as in a whole network; 12 is about MobileNet V2's weights) and
-// prints the median of 200 calls. With BENCH_CLEAN=1 it prints the median of the calls during
-// which no thread was descheduled (process CPU time >= 0.95 x threads x wall: the thread scaling of
+// prints the median of 200 calls; BENCH_COLD_INPUT=1 skips the input's read, so that it comes from
+// L3 too (as when another core wrote it). With BENCH_CLEAN=1 it prints the median of the calls
+// during which no thread was descheduled (process CPU time >= 0.95 x threads x wall: the thread scaling of
 // a layer on a shared machine). DS_CONV_WINOGRAD and DS_CONV_PIXELS (0|1) force conv2d's choices
 // in the layer mode.
 #include <algorithm>
@@ -134,11 +135,13 @@ double time_conv_op(int64_t c, int64_t h, int64_t wd, int64_t o, int64_t kk, int
     // leave L2 for L3 when MB is below the L3 size), then the input read (the previous layer just
     // wrote it); the median of 200 calls.
     std::vector<float> other(size_t(std::atof(mb) * (1 << 20) / sizeof(float)) + 16);
+    const bool cold_input = std::getenv("BENCH_COLD_INPUT") != nullptr;
     std::vector<double> ms;
     float sink = 0.0f;
     for (int i = 0; i < 200; ++i) {
       for (size_t j = 0; j < other.size(); j += 16) sink += other[j];
-      for (size_t j = 0; j < x.size(); j += 16) sink += xa[j];
+      if (!cold_input)
+        for (size_t j = 0; j < x.size(); j += 16) sink += xa[j];
       const auto start = std::chrono::steady_clock::now();
       ds::kConv2dOp.run_prepared(p, ctx, in, ya, os, k);
       ms.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3);

@@ -310,7 +310,7 @@ TEST(conv2d_gemm_rows_bounds_match_reference_at_every_level) {
 
 // Winograd F(4x4, 3x3) on every eligible shape (DS_CONV_WINOGRAD=1): tile edges (H, W not
 // multiples of 4, fewer than 4), odd C and O, pads 0-2, every activation, tile blocks or each
-// block's steps split across threads, batch 2.
+// block's steps split across threads, batch 2; kernels of 3x3 pieces up to 9x9.
 TEST(conv2d_winograd_matches_reference_at_every_level) {
   setenv("DS_CONV_WINOGRAD", "1", 1);
   tiny::Rng rng(13);
@@ -333,18 +333,34 @@ TEST(conv2d_winograd_matches_reference_at_every_level) {
       {2, 120, 27, 27, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 2},
       // Enough panels: blocks cut down to single panels (7 at 55x55).
       {1, 16, 55, 55, 64, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
+      // Larger kernels as 3x3 pieces: exact (6x6, FaceNet-1M's conv2; 9x9; 3x6), with taps past
+      // the kernel (4x4, 5x5, 7x7, 8x5), pads, one output pixel, few panels (split by tile
+      // position), batch 2.
+      {1, 16, 41, 41, 48, 6, 6, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},
+      {2, 5, 23, 19, 9, 9, 9, 1, 1, 1, 1, 1, {1, 2, 0, 3}, true, 3},
+      {1, 7, 14, 15, 11, 3, 6, 1, 1, 1, 1, 1, {1, 0, 2, 1}, false, 0},
+      {1, 6, 12, 11, 5, 4, 4, 1, 1, 1, 1, 1, {2, 2, 2, 2}, true, 5},
+      {1, 48, 12, 12, 96, 5, 5, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 1},
+      {1, 1, 30, 29, 16, 7, 7, 1, 1, 1, 1, 1, {3, 3, 3, 3}, true, 6},
+      {1, 3, 8, 5, 130, 8, 5, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 7},
+      {1, 2, 6, 6, 3, 6, 6, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},
+      {1, 32, 18, 18, 64, 6, 6, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
   };
   int i = 0;
   for (const Conv& p : cases) check_conv(p, rng, "winograd case " + std::to_string(i++), tol::kWinograd);
-  for (int r = 0; r < 20; ++r) {
+  // Random shapes: 3x3 (the first 20), then kernels up to 9x9 as pieces.
+  for (int r = 0; r < 36; ++r) {
     Conv p = {1, 1, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0};
     p.n = 1 + rng.below(2);
     p.c = 1 + rng.below(40), p.o = 1 + rng.below(40);
+    if (r >= 20) p.kh = 3 + rng.below(7), p.kw = 3 + rng.below(7);
     for (int k = 0; k < 4; ++k) p.pads[k] = rng.below(3);
-    p.h = 3 + rng.below(30), p.w = 3 + rng.below(30);
+    p.h = p.kh + rng.below(30), p.w = p.kw + rng.below(30);
     p.bias = rng.below(2) == 0;
     p.act = int(rng.below(8));
-    check_conv(p, rng, "winograd random " + std::to_string(r), tol::kWinograd);
+    check_conv(p, rng,
+               "winograd random " + std::to_string(r) + " (" + std::to_string(p.kh) + "x" + std::to_string(p.kw) + ")",
+               tol::kWinograd);
   }
   unsetenv("DS_CONV_WINOGRAD");
 }

@@ -11,7 +11,8 @@
 //     into NCHW;
 //   - 3x3, stride 1, dilation 1, group 1 where it pays (winograd_pays): Winograd F(4x4, 3x3), the
 //     filter transformed and packed once, 36 GEMMs per block of tiles between the table's tile
-//     transforms;
+//     transforms; a larger kernel (6x6 by the rule, up to 9x9 when tuned or forced) as 3x3
+//     pieces, each piece a channel of its own over the input shifted by its offset;
 //   - 1x1 with stride > 1 (no padding): the strided pixels gathered into a compact plane, then
 //     the 1x1 GEMM;
 //   - anything else: the input rewritten once as its column phases (stride s: every s-th column),
@@ -117,6 +118,7 @@ struct State {
   Path path;
   const GemmKernels* g;
   const WinogradKernels* wk = nullptr;
+  int64_t pieces_h = 1, pieces_w = 1;  // Winograd: the kernel's 3x3 pieces down and across
   int64_t m, k;               // per group: output channels, C/group * kh * kw
   int64_t group_floats;       // packed weight floats per group
   HugePageBuffer storage;     // the packed weights (common/huge_page_buffer.h), at `packed`
@@ -508,6 +510,14 @@ void im2col_pack_rows(const Conv2dParams& c, const PaddedPlane& q, const float* 
 // (whole nr-wide panels): the input transform writes V[xi] [C x nb] as packed B panels, 36 GEMMs
 // M[xi] [O x nb] = U[xi] . V[xi] run with the transformed filter U[xi] packed as A, and the output
 // transform writes act(A^T M A + bias + residual) into the NCHW output.
+//
+// A kh x kw kernel other than 3x3 runs as ph x pw pieces of 3x3 (ph = ceil(kh / 3); taps past the
+// kernel are zero): piece (a, b) is the taps 3a..3a+2 down, 3b..3b+2 across, and
+//   y[oy][ox] = sum over pieces and channels of the piece's 3x3 correlation at (oy + 3a, ox + 3b),
+// so each (channel, piece) pair is one channel of a 3x3 layer whose input is the padded plane
+// seen from (3a, 3b): the input transform reads it there (the padded plane is 3 (ph - 1) rows
+// and 3 (pw - 1) columns larger), and the GEMMs' K is C * ph * pw. FaceNet-1M's 6x6 layer
+// (16 x 41 x 41 -> 48) does 4x fewer multiply-adds than as a GEMM.
 constexpr int kTiles = 36;
 
 struct WinogradGeometry {
@@ -538,12 +548,14 @@ constexpr int64_t kWinogradBlockFloats = 128 * 1024;
 // slower than 1 with cold caches), many chunks multiply the GEMM calls. The three steps cost two
 // more hand-offs: at 2 panels and 2 threads (27x27) they measured no faster than two
 // single-panel blocks in-model (SqueezeNet 1.1 32->128: 0.102 vs 0.091 ms in one run).
-WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& wk, int64_t c, int64_t o,
-                                   int64_t oh, int64_t ow, int threads) {
+// c input channels of a kernel of ph x pw pieces: the GEMMs' K is c * ph * pw.
+WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& wk, int64_t c_in, int64_t o,
+                                   int64_t oh, int64_t ow, int threads, int64_t ph = 1, int64_t pw = 1) {
   WinogradGeometry q;
   q.th = ceil_div(oh, 4), q.tw = ceil_div(ow, 4), q.tiles = q.th * q.tw;
-  q.hp = 4 * q.th + 2, q.wp = 4 * q.tw + 2;
-  q.pad_floats = round16(c * q.hp * q.wp + 4 * int64_t(wk.lanes) + 8);
+  q.hp = 4 * q.th + 2 + 3 * (ph - 1), q.wp = 4 * q.tw + 2 + 3 * (pw - 1);
+  q.pad_floats = round16(c_in * q.hp * q.wp + 4 * int64_t(wk.lanes) + 8);
+  const int64_t c = c_in * ph * pw;
   const int64_t panels = ceil_div(q.tiles, g.nr);
   const int64_t cap = std::max<int64_t>(1, kWinogradBlockFloats / (kTiles * c * g.nr));
   int64_t blocks = ceil_div(panels, cap);
@@ -562,12 +574,25 @@ WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& 
   return q;
 }
 
-// Winograd where it pays, by measurement (docs/kernels.md, "conv2d"); DS_CONV_WINOGRAD=0 turns it
-// off and =1 takes it for every eligible layer (tests, benchmarks).
-bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow) {
+// Winograd where it pays, by measurement (docs/kernels.md, "conv2d"), for a kh x kw kernel (3x3,
+// or its 3x3 pieces); DS_CONV_WINOGRAD=0 turns it off and =1 takes it for every eligible layer
+// (tests, benchmarks).
+bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw) {
   const char* force = std::getenv("DS_CONV_WINOGRAD");
   if (force && *force) return force[0] == '1';
-  const int64_t tiles = ceil_div(oh, 4) * ceil_div(ow, 4);
+  // Pieces with taps past the kernel (5x5, 7x7) only where deepslim tune measures them faster:
+  // FaceNet-1M's 5x5 and 7x7 layers ran 1.6-1.9x slower (few channels or few tiles).
+  if (kh % 3 != 0 || kw % 3 != 0) return false;
+  const int64_t tiles = ceil_div(oh, 4) * ceil_div(ow, 4), pieces = (kh / 3) * (kw / 3);
+  // Pieces of a kernel that 3x3 tiles exactly (6x6) save more against their GEMM (36 multiply-adds
+  // per channel pair and pixel -> 9, where 3x3 saves 9 -> 2.25), so fewer output channels pay:
+  // FaceNet-1M 16 x 41 x 41 -> 48 6x6, 1 thread, 0.82 -> 0.40 ms.
+  if (pieces > 1) {
+    c *= pieces;
+    if (o < 32) return false;
+  } else if (o < 64) {
+    return false;
+  }
   // The transforms cost ~C and ~O per tile against C*O in the GEMMs: both must be wide enough
   // (with the vectorised transforms C >= 16 and O >= 64 win: SqueezeNet 1.1's expand 3x3, 16->64
   // at 55x55 0.17 vs 0.35 ms in-model, 64->256 at 13x13 0.22 vs 0.26). The transformed filters
@@ -577,8 +602,7 @@ bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow) {
   // kWinogradFilterFloatsPerTile per tile (SqueezeNet 64->256 at 13x13: 37K, wins; ResNet-18
   // stage 2, 256 x 256 at 14 x 14: 147K, loses 1.19 vs 1.09 ms in-model).
   constexpr int64_t kWinogradFilterFloatsPerTile = 64 * 1024;
-  return c >= 16 && o >= 64 && c * o <= 256 * 256 && tiles >= 16 &&
-         kTiles * c * o <= kWinogradFilterFloatsPerTile * tiles;
+  return c >= 16 && c * o <= 256 * 256 && tiles >= 16 && kTiles * c * o <= kWinogradFilterFloatsPerTile * tiles;
 }
 
 // Padded copy of one image: p[ci][yy][xx] = x[ci][yy - pad_top][xx - pad_left], zero outside.
@@ -671,13 +695,17 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   s->path = pointwise ? Path::kGemm1x1 : strided_pointwise ? Path::kGemm1x1Strided : Path::kGemmIm2col;
   // Output pixels per channel from the input's declared dims (H and W are fixed in the graph).
   const Shape* xd = in[0].dims;
-  const bool winograd_shape = w[2] == 3 && w[3] == 3 && p.strides[0] == 1 && p.strides[1] == 1 &&
-                              p.dilations[0] == 1 && p.dilations[1] == 1 && p.group == 1 && t.winograd43;
+  // Winograd: 3x3, or up to 9x9 as 3x3 pieces. Not under 3 taps down or across: with a 2-tap
+  // side (4x2, 2x7) the error reached 3.6e-4 of the result's magnitude, against 2e-5 for 3x3.
+  const bool winograd_shape = w[2] >= 3 && w[2] <= 9 && w[3] >= 3 && w[3] <= 9 && p.strides[0] == 1 &&
+                              p.strides[1] == 1 && p.dilations[0] == 1 && p.dilations[1] == 1 && p.group == 1 &&
+                              t.winograd43;
+  const int64_t pieces_h = ceil_div(w[2], 3), pieces_w = ceil_div(w[3], 3);
   if (xd && xd->size() == 4 && (*xd)[2] > 0 && (*xd)[3] > 0) {
     const int64_t oh = window_output_size((*xd)[2], p.pads[0], p.pads[2], w[2], p.strides[0], p.dilations[0], false);
     const int64_t ow = window_output_size((*xd)[3], p.pads[1], p.pads[3], w[3], p.strides[1], p.dilations[1], false);
     const int64_t b_rows = implicit_b_rows(w[1], w[2], w[3], p.dilations[1], p.strides[1]);
-    if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow)) s->path = Path::kWinograd;
+    if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow, w[2], w[3])) s->path = Path::kWinograd;
     else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise &&
              pixels_pay(oh * ow, s->m, s->k, ow, pointwise, *s->g, b_rows, w[1] * (*xd)[2] * (*xd)[3]))
       s->path = Path::kGemmPixels;
@@ -694,17 +722,29 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
       s->path = Path::kGemmPixels;
   }
   if (s->path == Path::kWinograd) {
-    // U[xi] [O x C] from each filter, then packed as A: storage holds 36 packed matrices.
+    // U[xi] [O x C * pieces] from each 3x3 piece of each filter (column ci * pieces + piece), then
+    // packed as A: storage holds 36 packed matrices.
     s->wk = t.winograd43;
-    const int64_t o = w[0], c = w[1];
-    s->group_floats = round16(gemm_packed_a_size(*s->g, o, c));
-    std::vector<float> u(size_t(kTiles * o * c));
+    s->pieces_h = pieces_h, s->pieces_w = pieces_w;
+    const int64_t o = w[0], c = w[1], kh = w[2], kw = w[3], pieces = pieces_h * pieces_w, cv = c * pieces;
+    s->group_floats = round16(gemm_packed_a_size(*s->g, o, cv));
+    std::vector<float> u(size_t(kTiles * o * cv));
     const float* wd = static_cast<const float*>(in[1].data);
     for (int64_t oc = 0; oc < o; ++oc)
-      for (int64_t ci = 0; ci < c; ++ci) ds_f32_winograd43_filter(wd + (oc * c + ci) * 9, u.data() + oc * c + ci, o * c);
+      for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t piece = 0; piece < pieces; ++piece) {
+          const int64_t a = piece / pieces_w, b = piece % pieces_w;
+          float g3[9];
+          for (int64_t i = 0; i < 3; ++i)
+            for (int64_t j = 0; j < 3; ++j) {
+              const int64_t ky = 3 * a + i, kx = 3 * b + j;
+              g3[i * 3 + j] = ky < kh && kx < kw ? wd[((oc * c + ci) * kh + ky) * kw + kx] : 0.0f;
+            }
+          ds_f32_winograd43_filter(g3, u.data() + oc * cv + ci * pieces + piece, o * cv);
+        }
     float* base = s->storage.allocate(s->group_floats * kTiles);
     for (int xi = 0; xi < kTiles; ++xi)
-      gemm_pack_a(*s->g, o, c, u.data() + xi * o * c, c, 1, base + xi * s->group_floats);
+      gemm_pack_a(*s->g, o, cv, u.data() + xi * o * cv, cv, 1, base + xi * s->group_floats);
     s->packed = base;
     return s;
   }
@@ -751,7 +791,8 @@ int64_t image_workspace(const OpParams& p, const State* s, const std::vector<con
              round16(gemm_packed_a_size(*s->g, n, s->k)) + round16(n * s->m);
     }
     case Path::kWinograd: {
-      const WinogradGeometry q = winograd_geometry(*s->g, *s->wk, (*in[0])[1], os[1], os[2], os[3], threads);
+      const WinogradGeometry q =
+          winograd_geometry(*s->g, *s->wk, (*in[0])[1], os[1], os[2], os[3], threads, s->pieces_h, s->pieces_w);
       return q.pad_floats + q.shared_floats + q.thread_floats * threads;
     }
   }
@@ -926,7 +967,8 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
   const GemmKernels& g = *s.g;
   const WinogradKernels& wk = *s.wk;
   const int threads = threads_of(ctx.pool);
-  const WinogradGeometry q = winograd_geometry(g, wk, c.c, c.o, c.oh, c.ow, threads);
+  const int64_t pw = s.pieces_w, pieces = s.pieces_h * pw, cv = c.c * pieces;
+  const WinogradGeometry q = winograd_geometry(g, wk, c.c, c.o, c.oh, c.ow, threads, s.pieces_h, pw);
   const int64_t in_image = c.c * c.h * c.w, plane = c.oh * c.ow, out_image = c.o * plane;
   float* padded = ctx.workspace;
   for (int64_t b = 0; b < c.n; ++b) {
@@ -942,25 +984,28 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
                  winograd_pad(c, q, xb, task * per_task, std::min(c.c, (task + 1) * per_task), padded);
                });
     // The three steps of block blk, each over a range of its work: V[xi] as packed B panels (tile
-    // t of the block is column t - t0) for channels [c0, c1); M[xi] = U[xi] . V[xi] for tile
-    // positions [x0, x1); the output transform for output channels [o0, o1).
+    // t of the block is column t - t0) for channels [c0, c1) (K row ci * pieces + piece: the
+    // padded plane seen from the piece's offset); M[xi] = U[xi] . V[xi] for tile positions
+    // [x0, x1); the output transform for output channels [o0, o1).
     auto input = [&](int64_t blk, int64_t c0, int64_t c1, float* v) {
       const int64_t t0 = blk * q.nb, t1 = std::min(q.tiles, t0 + q.nb);
-      for (int64_t ci = c0; ci < c1; ++ci) {
-        const float* pc = padded + ci * q.hp * q.wp;
-        winograd_segments(q, t0, t1, wk.lanes, g.nr, [&](int64_t t, int64_t ty, int64_t tx, int64_t len) {
-          const int64_t j = t - t0;
-          wk.input(pc + 4 * ty * q.wp + 4 * tx, q.wp, len, v + (j / g.nr) * c.c * g.nr + ci * g.nr + j % g.nr,
-                   q.v_xi);
-        });
-      }
+      for (int64_t ci = c0; ci < c1; ++ci)
+        for (int64_t piece = 0; piece < pieces; ++piece) {
+          const float* pc = padded + ci * q.hp * q.wp + 3 * (piece / pw) * q.wp + 3 * (piece % pw);
+          const int64_t row = ci * pieces + piece;
+          winograd_segments(q, t0, t1, wk.lanes, g.nr, [&](int64_t t, int64_t ty, int64_t tx, int64_t len) {
+            const int64_t j = t - t0;
+            wk.input(pc + 4 * ty * q.wp + 4 * tx, q.wp, len, v + (j / g.nr) * cv * g.nr + row * g.nr + j % g.nr,
+                     q.v_xi);
+          });
+        }
     };
     auto gemms = [&](int64_t blk, int64_t x0, int64_t x1, const float* v, float* m, float* ws) {
       for (int64_t xi = x0; xi < x1; ++xi) {
         GemmParams gp;
         gp.m = c.o;
         gp.n = std::min(q.tiles - blk * q.nb, q.nb);
-        gp.k = c.c;
+        gp.k = cv;
         gp.a = {s.packed + xi * s.group_floats, 0, 0, true};
         gp.b = {v + xi * q.v_xi, 0, 0, true};
         gp.c = m + xi * q.m_xi;
@@ -986,7 +1031,7 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     };
     float* thread_ws = ctx.workspace + q.pad_floats + q.shared_floats;
     if (!q.by_tile) {
-      const int64_t macs = kTiles * c.c * c.o * q.tiles;
+      const int64_t macs = kTiles * cv * c.o * q.tiles;
       parallel(ctx.pool, q.blocks, work_or_inline(macs, kMinParallelMacs), [&](int64_t blk, int thread) {
         float* ws = thread_ws + thread * q.thread_floats;
         float* v = ws + round16(g.workspace_floats);
@@ -1001,13 +1046,13 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     float* m = v + q.v_floats;
     const int64_t per_out = items_per_piece(c.o, threads);
     for (int64_t blk = 0; blk < q.blocks; ++blk) {
-      parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(kTiles * c.c * q.nb, kMinParallelFloats),
+      parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(kTiles * cv * q.nb, kMinParallelFloats),
                [&](int64_t task, int) {
                  const int64_t c0 = task * per_task, c1 = std::min(c.c, c0 + per_task);
                  if (blk == 0) winograd_pad(c, q, xb, c0, c1, padded);
                  input(blk, c0, c1, v);
                });
-      parallel(ctx.pool, kTiles, work_or_inline(kTiles * c.c * c.o * q.nb, kMinParallelMacs),
+      parallel(ctx.pool, kTiles, work_or_inline(kTiles * cv * c.o * q.nb, kMinParallelMacs),
                [&](int64_t xi, int thread) { gemms(blk, xi, xi + 1, v, m, thread_ws + thread * q.thread_floats); });
       parallel(ctx.pool, ceil_div(c.o, per_out), work_or_inline(kTiles * c.o * q.nb, kMinParallelFloats),
                [&](int64_t task, int) { output(blk, task * per_out, std::min(c.o, (task + 1) * per_out), m); });
