@@ -822,11 +822,19 @@ struct FusedBands {
   int64_t rows, band, in_rows, in_band, thread_floats;
 };
 
-FusedBands fused_bands(const OpParams::FusedDepthwise& dw, int64_t c, int64_t ow) {
+// oh x ow: the depthwise's output plane (the 1x1's input).
+FusedBands fused_bands(const OpParams::FusedDepthwise& dw, int64_t c, int64_t oh, int64_t ow, int threads) {
   FusedBands f;
   f.rows = 8;  // the AVX-512 depthwise kernel's own band (at AVX2 4 was no better)
   // With an expand, its slice (rows under the window x the input width) kept near half the L2.
   while (dw.expand && f.rows > 2 && c * ((f.rows - 1) * dw.stride + 3) * dw.in_w * 4 > 512 * 1024) f.rows /= 2;
+  // With threads, equal bands in a multiple of the thread count, so that no thread waits for
+  // another's extra band: 56 rows in 8 bands of 7 rather than 7 of 8 (4 + 3 per thread at 2),
+  // 28 rows in 4 of 7 rather than 8 + 8 + 8 + 4.
+  if (threads > 1) {
+    const int64_t bands = ceil_div(ceil_div(oh, f.rows), threads) * threads;
+    f.rows = std::max<int64_t>(1, ceil_div(oh, bands));
+  }
   f.band = round16(f.rows * ow);
   f.in_rows = dw.expand ? (f.rows - 1) * dw.stride + 3 : 0;
   f.in_band = round16(f.in_rows * dw.in_w);
@@ -841,7 +849,7 @@ int64_t workspace_floats(const OpParams& p, const void* state, const std::vector
   if (p.depthwise.on) {  // the offsets of both GEMMs' B rows (int64), then the threads' slices
     const State* e = static_cast<const State*>(p.depthwise.expand);
     return round16(2 * s->k) + (e ? round16(2 * e->k) : 0) +
-           threads * fused_bands(p.depthwise, (*in[0])[1], (*in[0])[3]).thread_floats;
+           threads * fused_bands(p.depthwise, (*in[0])[1], (*in[0])[2], (*in[0])[3], threads).thread_floats;
   }
   const int64_t split = image_workspace(p, s, in, os, threads);
   if (!images_per_thread(s, os[0], threads)) return split;
@@ -1083,7 +1091,7 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
   d.stride = dw.stride;
   d.pad_top = dw.pad_top, d.pad_left = dw.pad_left;
   d.act = dw.act.kind, d.alpha = dw.act.alpha, d.beta = dw.act.beta;
-  const FusedBands f = fused_bands(dw, c.c, c.w);
+  const FusedBands f = fused_bands(dw, c.c, c.h, c.w, threads_of(ctx.pool));
   const int64_t bands = ceil_div(c.h, f.rows), n = c.h * c.w, in_plane = d.h * d.w;
   int64_t* offs = reinterpret_cast<int64_t*>(ctx.workspace);
   for (int64_t q = 0; q < c.c; ++q) offs[q] = q * f.band;
