@@ -14,8 +14,8 @@
 // weights in L3, the input in L2, as in a whole network; 12 is about MobileNet V2's weights) and
 // prints the median of 200 calls; BENCH_COLD_INPUT=1 skips the input's read, so that it comes from
 // L3 too (as when another core wrote it). With BENCH_CLEAN=1 it prints the median of the calls
-// during which no thread was descheduled (process CPU time >= 0.95 x threads x wall: the thread scaling of
-// a layer on a shared machine). DS_CONV_WINOGRAD and DS_CONV_PIXELS (0|1) force conv2d's choices
+// during which no thread was descheduled (process CPU time >= 0.95 x threads x wall: the thread
+// scaling of a layer on a shared machine). DS_CONV_WINOGRAD and DS_CONV_PIXELS (0|1) force conv2d's choices
 // in the layer mode.
 #include <algorithm>
 #include <chrono>

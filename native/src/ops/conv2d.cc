@@ -118,7 +118,6 @@ struct State {
   Path path;
   const GemmKernels* g;
   const WinogradKernels* wk = nullptr;
-  int64_t pieces_h = 1, pieces_w = 1;  // Winograd: the kernel's 3x3 pieces down and across
   int64_t m, k;               // per group: output channels, C/group * kh * kw
   int64_t group_floats;       // packed weight floats per group
   HugePageBuffer storage;     // the packed weights (common/huge_page_buffer.h), at `packed`
@@ -521,6 +520,7 @@ void im2col_pack_rows(const Conv2dParams& c, const PaddedPlane& q, const float* 
 constexpr int kTiles = 36;
 
 struct WinogradGeometry {
+  int64_t ph, pw;             // the kernel's 3x3 pieces down and across (1 x 1 for 3x3)
   int64_t th, tw, tiles;      // tile rows, tiles per row, tiles per image
   int64_t hp, wp;             // padded plane
   int64_t pad_floats;         // the padded input, with the reading slack of the input transform
@@ -548,14 +548,15 @@ constexpr int64_t kWinogradBlockFloats = 128 * 1024;
 // slower than 1 with cold caches), many chunks multiply the GEMM calls. The three steps cost two
 // more hand-offs: at 2 panels and 2 threads (27x27) they measured no faster than two
 // single-panel blocks in-model (SqueezeNet 1.1 32->128: 0.102 vs 0.091 ms in one run).
-// c input channels of a kernel of ph x pw pieces: the GEMMs' K is c * ph * pw.
+// c_in input channels, a kh x kw kernel: the GEMMs' K is c_in times its pieces.
 WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& wk, int64_t c_in, int64_t o,
-                                   int64_t oh, int64_t ow, int threads, int64_t ph = 1, int64_t pw = 1) {
+                                   int64_t oh, int64_t ow, int64_t kh, int64_t kw, int threads) {
   WinogradGeometry q;
+  q.ph = ceil_div(kh, 3), q.pw = ceil_div(kw, 3);
   q.th = ceil_div(oh, 4), q.tw = ceil_div(ow, 4), q.tiles = q.th * q.tw;
-  q.hp = 4 * q.th + 2 + 3 * (ph - 1), q.wp = 4 * q.tw + 2 + 3 * (pw - 1);
+  q.hp = 4 * q.th + 2 + 3 * (q.ph - 1), q.wp = 4 * q.tw + 2 + 3 * (q.pw - 1);
   q.pad_floats = round16(c_in * q.hp * q.wp + 4 * int64_t(wk.lanes) + 8);
-  const int64_t c = c_in * ph * pw;
+  const int64_t c = c_in * q.ph * q.pw;
   const int64_t panels = ceil_div(q.tiles, g.nr);
   const int64_t cap = std::max<int64_t>(1, kWinogradBlockFloats / (kTiles * c * g.nr));
   int64_t blocks = ceil_div(panels, cap);
@@ -587,12 +588,8 @@ bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int
   // Pieces of a kernel that 3x3 tiles exactly (6x6) save more against their GEMM (36 multiply-adds
   // per channel pair and pixel -> 9, where 3x3 saves 9 -> 2.25), so fewer output channels pay:
   // FaceNet-1M 16 x 41 x 41 -> 48 6x6, 1 thread, 0.82 -> 0.40 ms.
-  if (pieces > 1) {
-    c *= pieces;
-    if (o < 32) return false;
-  } else if (o < 64) {
-    return false;
-  }
+  c *= pieces;
+  if (o < (pieces > 1 ? 32 : 64)) return false;
   // The transforms cost ~C and ~O per tile against C*O in the GEMMs: both must be wide enough
   // (with the vectorised transforms C >= 16 and O >= 64 win: SqueezeNet 1.1's expand 3x3, 16->64
   // at 55x55 0.17 vs 0.35 ms in-model, 64->256 at 13x13 0.22 vs 0.26). The transformed filters
@@ -603,6 +600,15 @@ bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int
   // stage 2, 256 x 256 at 14 x 14: 147K, loses 1.19 vs 1.09 ms in-model).
   constexpr int64_t kWinogradFilterFloatsPerTile = 64 * 1024;
   return c >= 16 && c * o <= 256 * 256 && tiles >= 16 && kTiles * c * o <= kWinogradFilterFloatsPerTile * tiles;
+}
+
+// Piece (a, b) of a kh x kw filter g: taps 3a..3a+2 down, 3b..3b+2 across, zero past the kernel.
+void winograd_piece(const float* g, int64_t kh, int64_t kw, int64_t a, int64_t b, float* g3) {
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 3; ++j) {
+      const int64_t ky = 3 * a + i, kx = 3 * b + j;
+      g3[i * 3 + j] = ky < kh && kx < kw ? g[ky * kw + kx] : 0.0f;
+    }
 }
 
 // Padded copy of one image: p[ci][yy][xx] = x[ci][yy - pad_top][xx - pad_left], zero outside.
@@ -700,7 +706,6 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   const bool winograd_shape = w[2] >= 3 && w[2] <= 9 && w[3] >= 3 && w[3] <= 9 && p.strides[0] == 1 &&
                               p.strides[1] == 1 && p.dilations[0] == 1 && p.dilations[1] == 1 && p.group == 1 &&
                               t.winograd43;
-  const int64_t pieces_h = ceil_div(w[2], 3), pieces_w = ceil_div(w[3], 3);
   if (xd && xd->size() == 4 && (*xd)[2] > 0 && (*xd)[3] > 0) {
     const int64_t oh = window_output_size((*xd)[2], p.pads[0], p.pads[2], w[2], p.strides[0], p.dilations[0], false);
     const int64_t ow = window_output_size((*xd)[3], p.pads[1], p.pads[3], w[3], p.strides[1], p.dilations[1], false);
@@ -725,21 +730,16 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     // U[xi] [O x C * pieces] from each 3x3 piece of each filter (column ci * pieces + piece), then
     // packed as A: storage holds 36 packed matrices.
     s->wk = t.winograd43;
-    s->pieces_h = pieces_h, s->pieces_w = pieces_w;
-    const int64_t o = w[0], c = w[1], kh = w[2], kw = w[3], pieces = pieces_h * pieces_w, cv = c * pieces;
+    const int64_t o = w[0], c = w[1], kh = w[2], kw = w[3], pw = ceil_div(kw, 3);
+    const int64_t pieces = ceil_div(kh, 3) * pw, cv = c * pieces;
     s->group_floats = round16(gemm_packed_a_size(*s->g, o, cv));
     std::vector<float> u(size_t(kTiles * o * cv));
     const float* wd = static_cast<const float*>(in[1].data);
     for (int64_t oc = 0; oc < o; ++oc)
       for (int64_t ci = 0; ci < c; ++ci)
         for (int64_t piece = 0; piece < pieces; ++piece) {
-          const int64_t a = piece / pieces_w, b = piece % pieces_w;
           float g3[9];
-          for (int64_t i = 0; i < 3; ++i)
-            for (int64_t j = 0; j < 3; ++j) {
-              const int64_t ky = 3 * a + i, kx = 3 * b + j;
-              g3[i * 3 + j] = ky < kh && kx < kw ? wd[((oc * c + ci) * kh + ky) * kw + kx] : 0.0f;
-            }
+          winograd_piece(wd + (oc * c + ci) * kh * kw, kh, kw, piece / pw, piece % pw, g3);
           ds_f32_winograd43_filter(g3, u.data() + oc * cv + ci * pieces + piece, o * cv);
         }
     float* base = s->storage.allocate(s->group_floats * kTiles);
@@ -792,7 +792,7 @@ int64_t image_workspace(const OpParams& p, const State* s, const std::vector<con
     }
     case Path::kWinograd: {
       const WinogradGeometry q =
-          winograd_geometry(*s->g, *s->wk, (*in[0])[1], os[1], os[2], os[3], threads, s->pieces_h, s->pieces_w);
+          winograd_geometry(*s->g, *s->wk, (*in[0])[1], os[1], os[2], os[3], (*in[1])[2], (*in[1])[3], threads);
       return q.pad_floats + q.shared_floats + q.thread_floats * threads;
     }
   }
@@ -975,8 +975,8 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
   const GemmKernels& g = *s.g;
   const WinogradKernels& wk = *s.wk;
   const int threads = threads_of(ctx.pool);
-  const int64_t pw = s.pieces_w, pieces = s.pieces_h * pw, cv = c.c * pieces;
-  const WinogradGeometry q = winograd_geometry(g, wk, c.c, c.o, c.oh, c.ow, threads, s.pieces_h, pw);
+  const WinogradGeometry q = winograd_geometry(g, wk, c.c, c.o, c.oh, c.ow, c.kh, c.kw, threads);
+  const int64_t pw = q.pw, pieces = q.ph * q.pw, cv = c.c * pieces;
   const int64_t in_image = c.c * c.h * c.w, plane = c.oh * c.ow, out_image = c.o * plane;
   float* padded = ctx.workspace;
   for (int64_t b = 0; b < c.n; ++b) {
