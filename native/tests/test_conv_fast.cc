@@ -487,21 +487,27 @@ struct DwPw {
   bool dw_bias;
   int dw_act, pw_act;
   bool residual;
-  int64_t expand_from;  // channels of an expanding 1x1 before the depthwise (0: none)
+  int64_t expand_from;  // channels of an expanding conv before the depthwise (0: none)
   bool expand_bias;
+  int64_t expand_k = 1, expand_stride = 1, expand_pad = 0;  // that conv's window (a stem: 3, 2, 1)
+  int64_t in_h = 0, in_w = 0;  // the graph input's H and W when the expanding conv changes them
 };
 
 dsw::File depthwise_1x1_file(const DwPw& p, tiny::Rng& rng, bool dw_is_output, int64_t oh, int64_t ow) {
   dsw::File f;
-  const uint32_t x = f.add_value("x", {-1, p.expand_from ? p.expand_from : p.c, p.h, p.w});
+  const uint32_t x = f.add_value("x", {-1, p.expand_from ? p.expand_from : p.c, p.in_h ? p.in_h : p.h, p.in_w ? p.in_w : p.w});
   f.inputs = {x};
   uint32_t dw_x = x;
   if (p.expand_from) {
-    std::vector<uint32_t> e_in = {x, f.add_constant(dsw::dense_tensor("e_w", {uint64_t(p.c), uint64_t(p.expand_from), 1, 1},
-                                                                      opt::random_vec(rng, size_t(p.c * p.expand_from))))};
+    const uint64_t k = uint64_t(p.expand_k);
+    std::vector<uint32_t> e_in = {x, f.add_constant(dsw::dense_tensor("e_w", {uint64_t(p.c), uint64_t(p.expand_from), k, k},
+                                                                      opt::random_vec(rng, size_t(p.c * p.expand_from) * k * k)))};
     if (p.expand_bias) e_in.push_back(f.add_constant(dsw::dense_tensor("e_b", {uint64_t(p.c)}, opt::random_vec(rng, size_t(p.c)))));
     dw_x = f.add_value("e", {1});
-    f.add_node(1, "expand", e_in, dw_x, act_attrs(p.dw_act == 2 ? 3 : 2));
+    std::vector<dsw::Attr> e_attrs = {dsw::attr_ints("strides", {p.expand_stride, p.expand_stride}),
+                                      dsw::attr_ints("pads", {p.expand_pad, p.expand_pad, p.expand_pad, p.expand_pad})};
+    for (const dsw::Attr& a : act_attrs(p.dw_act == 2 ? 3 : 2)) e_attrs.push_back(a);
+    f.add_node(1, "expand", e_in, dw_x, e_attrs);
   }
   std::vector<uint32_t> dw_in = {dw_x, f.add_constant(dsw::dense_tensor("dw_w", {uint64_t(p.c), 1, 3, 3},
                                                                        opt::random_vec(rng, size_t(p.c * 9))))};
@@ -544,6 +550,12 @@ TEST(conv2d_depthwise_1x1_fusion_matches_the_two_nodes) {
       // Only the depthwise's input large (MobileNet V2's block 4: 144 x 56 x 56 at stride 2).
       {1, 144, 56, 56, 32, 2, 1, true, 2, 0, false, 24, true},
       {2, 100, 55, 57, 13, 2, 1, false, 2, 1, true, 7, false},
+      // A stem conv first (MobileNet V2's 3x3 stride 2 -> depthwise -> 1x1, odd sizes): the
+      // bands read its input's row and column phases.
+      {1, 32, 112, 112, 16, 1, 1, true, 2, 0, false, 3, true, 3, 2, 1, 224, 224},
+      {2, 44, 57, 111, 10, 1, 1, false, 2, 6, true, 3, false, 3, 2, 1, 113, 221},
+      {1, 26, 101, 103, 9, 2, 1, true, 1, 0, false, 4, true, 5, 1, 2, 101, 103},
+      {1, 40, 110, 60, 8, 1, 1, true, 2, 1, false, 2, true, 3, 2, 0, 221, 121},
   };
   int index = 0;
   for (const DwPw& p : cases) {
@@ -555,8 +567,9 @@ TEST(conv2d_depthwise_1x1_fusion_matches_the_two_nodes) {
     const dsw::File apart = depthwise_1x1_file(p, weights_b, true, oh, ow);
     rng = weights_a;
     const int64_t in_c = p.expand_from ? p.expand_from : p.c;
-    std::vector<std::vector<float>> xs = {opt::random_vec(rng, size_t(p.n * in_c * p.h * p.w))};
-    std::vector<Dims> shapes = {{p.n, in_c, p.h, p.w}};
+    const int64_t in_h = p.in_h ? p.in_h : p.h, in_w = p.in_w ? p.in_w : p.w;
+    std::vector<std::vector<float>> xs = {opt::random_vec(rng, size_t(p.n * in_c * in_h * in_w))};
+    std::vector<Dims> shapes = {{p.n, in_c, in_h, in_w}};
     if (p.residual) {
       xs.push_back(opt::random_vec(rng, size_t(p.n * p.o * oh * ow)));
       shapes.push_back({p.n, p.o, oh, ow});

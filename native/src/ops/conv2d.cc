@@ -347,6 +347,22 @@ Direct1x1Split split_direct_1x1(const GemmKernels& g, int64_t m, int64_t n, int 
 // read, the k offsets (int64), the [o, n'] result.
 int64_t rows_tail_floats(const Conv2dParams& c, int64_t nr) { return round16((c.kw - 1) * c.dil_w + nr + 16); }
 
+// The wrapping GEMM's B rows (ci, ky, kx) over the row and column phases of column_phases(c,
+// true): the tap's phase plus its row and column inside it (GemmRowsB::offsets, c.c / c.group).
+void wrap_offsets(const Conv2dParams& c, const Phases& ph, int64_t* offs) {
+  for (int64_t ci = 0, d = 0; ci < c.c / c.group; ++ci)
+    for (int64_t ky = 0; ky < c.kh; ++ky)
+      for (int64_t kx = 0; kx < c.kw; ++kx, ++d) {
+        const int64_t dy = ky * c.dil_h, dx = kx * c.dil_w;
+        offs[d] = (((ci * ph.sh + dy % ph.sh) * ph.s + dx % ph.s) * ph.hp + dy / ph.sh) * ph.wq + dx / ph.s;
+      }
+}
+
+// At stride 1 without padding the one phase is the input itself (a 1x1, or a window that fits).
+bool phases_are_input(const Conv2dParams& c, const Phases& ph) {
+  return ph.sh == 1 && ph.s == 1 && c.pad_top == 0 && c.pad_left == 0 && ph.hp == c.h && ph.wq == c.w;
+}
+
 // Row phases [u0, u1) of one image (u = ci*sh + py: a channel's row phases, so that a stem of 3
 // channels at stride 2 splits into 6 pieces) into their column phases:
 // out[(((ci*sh + py)*s + px)*hp + r)*wq + j] = x[ci][r*sh + py - pad_top][j*s + px - pad_left],
@@ -811,9 +827,10 @@ bool images_per_thread(const State* s, int64_t batch, int threads) {
 // per image (MobileNet V2's first four blocks, 1.2-1.8 MB; the fourth's input only, 144 x 56 x
 // 56 at stride 2, which pays with its expand fused too); on its 28x28 blocks (0.45-0.6 MB)
 // fusing measured level.
-// Bands of 16 rows measured level with 8, 4 slower. An expanding 1x1 before the depthwise
-// whose output is that large too runs band by band as well (its rows under the depthwise's
-// window; a thread runs adjacent bands and keeps the rows a band shares with the one before).
+// Bands of 16 rows measured level with 8, 4 slower. An expanding 1x1 (or a stem conv) before
+// the depthwise whose output is that large too runs band by band as well (its rows under the
+// depthwise's window; a thread runs adjacent bands and keeps the rows a band shares with the one
+// before).
 constexpr int64_t kFuseMinFloats = 256 * 1024;
 
 // Bands of a fused depthwise -> 1x1 (and the expanding 1x1 before it): rows of depthwise output
@@ -842,13 +859,28 @@ FusedBands fused_bands(const OpParams::FusedDepthwise& dw, int64_t c, int64_t oh
   return f;
 }
 
+// The fused node's expansion as a conv: its input is the node's input kProducerInput + 3, its
+// weight + 4; its output is the depthwise's input (dw.in_h x dw.in_w).
+Conv2dParams expand_params(const OpParams::FusedDepthwise& dw, const Shape& x, const Shape& w) {
+  Conv2dParams c;
+  c.n = x[0], c.c = x[1], c.h = x[2], c.w = x[3];
+  c.o = w[0], c.oh = dw.in_h, c.ow = dw.in_w;
+  c.kh = w[2], c.kw = w[3];
+  c.stride_h = dw.expand_strides[0], c.stride_w = dw.expand_strides[1];
+  c.pad_top = dw.expand_pads[0], c.pad_left = dw.expand_pads[1];
+  c.dil_h = c.dil_w = 1;
+  c.group = 1;
+  c.act = dw.expand_act;
+  return c;
+}
+
 int64_t workspace_floats(const OpParams& p, const void* state, const std::vector<const Shape*>& in,
                          const Shape& os, int threads) {
   const State* s = static_cast<const State*>(state);
   if (!s) return 0;
-  if (p.depthwise.on) {  // the offsets of both GEMMs' B rows (int64), then the threads' slices
+  if (p.depthwise.on) {  // the offsets of both GEMMs' B rows (int64), the expand's phases, the threads' slices
     const State* e = static_cast<const State*>(p.depthwise.expand);
-    return round16(2 * s->k) + (e ? round16(2 * e->k) : 0) +
+    return round16(2 * s->k) + (e ? round16(2 * e->k) + p.depthwise.expand_phase_floats : 0) +
            threads * fused_bands(p.depthwise, (*in[0])[1], (*in[0])[2], (*in[0])[3], threads).thread_floats;
   }
   const int64_t split = image_workspace(p, s, in, os, threads);
@@ -1070,12 +1102,13 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
 
 // A depthwise 3x3 node (window and activation in dw, input, weight and bias at kProducerInput)
 // and this direct 1x1 node (c: its shapes, with the depthwise output as its input) in bands of
-// output rows (fused_bands): per task and band the depthwise writes the band's rows of every
-// channel into the thread's slice of the workspace (the depthwise kernel's plane strides), then
-// gemm_rows reads them as B and writes the band's columns of the output. With an expanding 1x1
-// before the depthwise (dw.expand; its input, weight and bias at kProducerInput + 3), gemm_rows
-// first computes the rows of its output the band's windows read into the thread's expand slice,
-// which the depthwise reads. Every output element goes through the same operations as when the
+// output rows (fused_bands): per band the depthwise writes the band's rows of every channel
+// into the thread's slice of the workspace (the depthwise kernel's plane strides), then
+// gemm_rows reads them as B and writes the band's columns of the output. With an expanding conv
+// before the depthwise (dw.expand, fusable_expand; its input, weight and bias at
+// kProducerInput + 3), gemm_rows first computes the rows of its output the band's windows read
+// into the thread's expand slice, which the depthwise reads: a 1x1 straight from its input, a
+// stem conv as the wrapping GEMM over its input's phases (built once per image). Every output element goes through the same operations as when the
 // nodes run apart (tested bit for bit).
 void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const Conv2dParams& c,
                        const RunContext& ctx, const std::vector<OpInput>& in, const float* bias, const float* res,
@@ -1097,9 +1130,20 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
   for (int64_t q = 0; q < c.c; ++q) offs[q] = q * f.band;
   int64_t* expand_offs = offs + round16(2 * s.k) / 2;
   float* slices = ctx.workspace + round16(2 * s.k);
+  Conv2dParams ec;  // the expansion, run as the wrapping GEMM over its input's phases
+  Phases eph{};
+  float* phases = nullptr;
+  int64_t expand_in_image = 0;
   if (e) {
-    for (int64_t q = 0; q < e->k; ++q) expand_offs[q] = q * in_plane;
+    ec = expand_params(dw, *in[kProducerInput + 3].shape, *in[kProducerInput + 4].shape);
+    eph = column_phases(ec, true);
+    wrap_offsets(ec, eph, expand_offs);
+    expand_in_image = ec.c * ec.h * ec.w;
     slices += round16(2 * e->k);
+    if (dw.expand_phase_floats) {
+      phases = slices;
+      slices += dw.expand_phase_floats;
+    }
   }
   const int64_t macs = s.m * s.k * n + (e ? e->m * e->k * in_plane : 0);
   // Each task runs a run of adjacent bands of one image, one run per thread, so that a band
@@ -1107,8 +1151,15 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
   // thread's slice and copies them to the slice's top instead of computing them again (8-row
   // bands at stride 1 computed 25% of the expand twice).
   const int64_t runs = std::min<int64_t>(bands, threads_of(ctx.pool));
-  parallel(ctx.pool, c.n * runs, work_or_inline(c.n * macs, kMinParallelMacs), [&](int64_t task, int thread) {
-    const int64_t b = task / runs, run = task % runs;
+  for (int64_t b = 0; b < c.n; ++b) {
+  const float* expand_in = e ? in[kProducerInput + 3].data + b * expand_in_image : nullptr;
+  if (phases) {  // the expansion's input as its row and column phases, shared by the bands
+    const int64_t units = ec.c * eph.sh;
+    parallel(ctx.pool, units, work_or_inline(ec.c * eph.floats(), kMinParallelCopyFloats),
+             [&](int64_t u, int) { build_phases(ec, eph, expand_in, u, u + 1, phases); });
+    expand_in = phases;
+  }
+  parallel(ctx.pool, runs, work_or_inline(macs, kMinParallelMacs), [&](int64_t run, int thread) {
     float* slice = slices + thread * f.thread_floats;
     float* ex = slice + c.c * f.band;
     int64_t held0 = 0, held1 = 0;  // the expand's output rows [held0, held1) at the top of ex
@@ -1127,7 +1178,7 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
         GemmParams gp;
         gp.m = e->m, gp.n = (q.h - kept) * d.w, gp.k = e->k;
         gp.a = {e->packed, 0, 0, true};
-        gp.b.data = in[kProducerInput + 3].data + b * e->k * in_plane;
+        gp.b.data = expand_in;
         gp.c = ex + kept * d.w;
         gp.c_row_stride = f.in_band;
         if (const float* eb = optional(kProducerInput + 5)) {
@@ -1137,6 +1188,9 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
         gp.act = dw.expand_act.kind, gp.alpha = dw.expand_act.alpha, gp.beta = dw.expand_act.beta;
         GemmRowsB rows;
         rows.offsets = expand_offs;
+        // Output rows wrap over the phases' extra columns (none for a 1x1: plain columns).
+        rows.width = eph.wq > ec.ow ? ec.ow : 0;
+        rows.skip = eph.wq - ec.ow;
         rows.col0 = x_off + kept * d.w;
         g.gemm_rows(gp, rows);
         held0 = first, held1 = end;
@@ -1152,6 +1206,7 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
       g.gemm_rows(t, rows);
     }
   });
+  }
 }
 
 // A direct 1x1 conv (group 1) that fuse_producer may take into a depthwise -> 1x1 node.
@@ -1159,9 +1214,23 @@ bool fusable_1x1(const OpParams& p, const State* s) {
   return s && s->path == Path::kGemm1x1 && p.group == 1 && direct_1x1(*s->g, s->m, s->k);
 }
 
+// The depthwise's producer the fused node can run band by band (its output rows under each
+// band's windows): a direct 1x1, or a conv (group 1, no dilation) the wrapping GEMM runs, such
+// as MobileNet V2's 3x3 stride-2 stem; x and w: its input and weight shapes.
+bool fusable_expand(const OpParams& dp, const State* ds, const Shape& x, const Shape& w, const OpParams::FusedDepthwise& dw) {
+  if (w.size() != 4 || dp.dilations[0] != 1 || dp.dilations[1] != 1) return false;
+  const int64_t oh = window_output_size(x[2], dp.pads[0], dp.pads[2], w[2], dp.strides[0], 1, false);
+  const int64_t ow = window_output_size(x[3], dp.pads[1], dp.pads[3], w[3], dp.strides[1], 1, false);
+  if (oh != dw.in_h || ow != dw.in_w || ds->m * oh * ow < kFuseMinFloats) return false;
+  if (fusable_1x1(dp, ds)) return true;
+  Conv2dParams c = conv_params(dp, x, w, Shape{x[0], ds->m, oh, ow});
+  return ds->path == Path::kGemmIm2col && dp.group == 1 && implicit_rows(*ds->g, c, ds->m, ds->k) && rows_wrap(c);
+}
+
 // fuse_producer: a direct 1x1 after a depthwise 3x3 whose output rows are wide enough for the
 // row kernels (at least 16) and whose output or input is large (kFuseMinFloats per image); then,
-// as the depthwise's producer, an expanding direct 1x1 whose output is that large too.
+// as the depthwise's producer, an expanding direct 1x1 or a stem conv (fusable_expand) whose
+// output is that large too.
 bool fuse_producer(const OpParams& p, const void* state, const OpParams& dp, const void* dstate,
                    const std::vector<const Shape*>& din, OpParams* fused) {
   const State* ds = static_cast<const State*>(dstate);
@@ -1169,11 +1238,15 @@ bool fuse_producer(const OpParams& p, const void* state, const OpParams& dp, con
     return false;
   const Shape& x = *din[0];
   OpParams::FusedDepthwise& dw = fused->depthwise;
-  if (dw.on) {  // the depthwise's producer: its input x has the depthwise input's H and W
-    if (dw.expand || !fusable_1x1(dp, ds) || x[2] != dw.in_h || x[3] != dw.in_w || ds->m * x[2] * x[3] < kFuseMinFloats)
-      return false;
+  if (dw.on) {  // the depthwise's producer: its output has the depthwise input's H and W
+    if (dw.expand || !din[1] || !fusable_expand(dp, ds, x, *din[1], dw)) return false;
     dw.expand = ds;
     dw.expand_act = dp.act;
+    dw.expand_strides[0] = dp.strides[0], dw.expand_strides[1] = dp.strides[1];
+    dw.expand_pads[0] = dp.pads[0], dw.expand_pads[1] = dp.pads[1];
+    const Conv2dParams ec = expand_params(dw, x, *din[1]);
+    const Phases ph = column_phases(ec, true);
+    dw.expand_phase_floats = phases_are_input(ec, ph) ? 0 : round16(ec.c * ph.floats());
     return true;
   }
   if (ds->path != Path::kDepthwise3x3 || x[1] != dp.group) return false;
@@ -1366,8 +1439,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
     float* phases = wsb;
     // At stride 1 without padding the one phase is the input itself: the wrapping GEMM reads it
     // in place (it reads only the windows' columns), without the copy and its job.
-    const bool in_place = wrap && ph.sh == 1 && ph.s == 1 && c.pad_top == 0 && c.pad_left == 0 && ph.hp == c.h &&
-                          ph.wq == c.w;
+    const bool in_place = wrap && phases_are_input(c, ph);
     const int64_t units = c.c * ph.sh, per_unit = items_per_piece(units, nth);
     if (!in_place)
       parallel(tp, ceil_div(units, per_unit), work_or_inline(c.c * ph.floats(), kMinParallelCopyFloats), [&](int64_t task, int) {
@@ -1378,12 +1450,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       // phases' wq - ow extra columns: it writes the NCHW output with its epilogue directly.
       int64_t* offs = reinterpret_cast<int64_t*>(phases + round16(c.c * ph.floats()));
       const float* planes = in_place ? xb : phases;
-      for (int64_t ci = 0, d = 0; ci < cg; ++ci)
-        for (int64_t ky = 0; ky < c.kh; ++ky)
-          for (int64_t kx = 0; kx < c.kw; ++kx, ++d) {
-            const int64_t dy = ky * c.dil_h, dx = kx * c.dil_w;
-            offs[d] = (((ci * ph.sh + dy % ph.sh) * ph.s + dx % ph.s) * ph.hp + dy / ph.sh) * ph.wq + dx / ph.s;
-          }
+      wrap_offsets(c, ph, offs);
       const Direct1x1Split sp = split_direct_1x1(g, s->m, n, nth);
       for (int64_t gi = 0; gi < c.group; ++gi) {
         const GemmParams gp = group_gemm(*s, c, bias, rb, gi, yb);

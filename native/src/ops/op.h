@@ -81,8 +81,14 @@ struct OpParams {
     int64_t stride = 1, pad_top = 0, pad_left = 0;
     int64_t in_h = 0, in_w = 0;
     Activation act;
+    // The depthwise's producer, a conv whose output the fused node computes band by band too
+    // (a 1x1 expansion, or a stem such as MobileNet V2's 3x3 stride 2): its state, activation,
+    // strides and top/left pads (its kernel comes from its weight's shape), and the floats of one
+    // image's phases of its input (0: read in place).
     const void* expand = nullptr;
     Activation expand_act;
+    int64_t expand_strides[2] = {1, 1}, expand_pads[2] = {0, 0};
+    int64_t expand_phase_floats = 0;
   } depthwise;
   // Not an attribute: a quantize the session runs in this qconv2d (OpDef::takes_f32_input): input
   // 0 is that quantize's f32 input, quantized with its scale and zero point (the conv's x_zp).
