@@ -16,7 +16,7 @@
 // L3 too (as when another core wrote it). With BENCH_CLEAN=1 it prints the median of the calls
 // during which no thread was descheduled (process CPU time >= 0.95 x threads x wall: the thread
 // scaling of a layer on a shared machine). DS_CONV_WINOGRAD and DS_CONV_PIXELS (0|1) force conv2d's choices
-// in the layer mode.
+// in the layer mode; BENCH_GROUP=G makes its conv grouped (G = C = O: a depthwise layer).
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -241,9 +241,10 @@ int main(int argc, char** argv) {
     const int threads = argc > 9 ? std::atoi(argv[9]) : 1;
     std::unique_ptr<ds::ThreadPool> pool;
     if (threads > 1) pool = std::make_unique<ds::ThreadPool>(threads);
-    const double ms = time_conv_op(a[0], a[1], a[2], a[3], a[4], a[5], a[6], -1, pool.get());
+    const int64_t group = std::getenv("BENCH_GROUP") ? std::atoll(std::getenv("BENCH_GROUP")) : 1;
+    const double ms = time_conv_op(a[0], a[1], a[2], a[3], a[4], a[5], a[6], -1, pool.get(), group);
     const int64_t oh = (a[1] + 2 * a[6] - a[4]) / a[5] + 1, ow = (a[2] + 2 * a[6] - a[4]) / a[5] + 1;
-    const double flops = 2.0 * double(a[3] * oh * ow) * double(a[0] * a[4] * a[4]);
+    const double flops = 2.0 * double(a[3] * oh * ow) * double(a[0] / group * a[4] * a[4]);
     std::printf("%ld x %ld x %ld -> %ld, %ldx%ld s%ld p%ld, %d thread(s): %.4f ms  %.1f GFLOP/s\n", long(a[0]),
                 long(a[1]), long(a[2]), long(a[3]), long(a[4]), long(a[4]), long(a[5]), long(a[6]), threads, ms,
                 flops / ms * 1e-6);

@@ -13,7 +13,8 @@
 //   shufps leaves the outputs in lane order 0 1 4 5 2 3 6 7 in every tap alike, so one vpermpd per
 //   output vector (not per tap) puts them in order.
 // - stride-1 planes 4 to 16 wide and at most 16 high, pad 1 on every side: copied into a
-//   zero-bordered scratch, then every tap one plain load (plane_padded).
+//   zero-bordered scratch, then every tap one plain load (plane_padded); planes at most 8 wide
+//   (one vector per row) two at a time, their rows' chains interleaved (plane_padded_pair).
 // - other small stride-1 planes (at most 8 vectors of output, rows narrower than 8, same size in
 //   and out): the plane as a flat run of pixels, each tap one masked load per vector (masks
 //   computed once per call).
@@ -361,8 +362,7 @@ DS_ALWAYS_INLINE void padded_rows(const Plane& pl, const float* s, int64_t w, in
   });
 }
 
-template <int A>
-void plane_padded(const Plane& pl, PaddedScratch& scratch) {
+void fill_padded(const Plane& pl, PaddedScratch& scratch) {
   const DwConv3x3Params& p = *pl.p;
   const int64_t w = p.w, pitch = w + 2;
   // The interior, row by row; the border stays zero. A row narrower than 8 is one masked load
@@ -380,12 +380,48 @@ void plane_padded(const Plane& pl, PaddedScratch& scratch) {
       _mm256_storeu_ps(dst + w - 8, hi);
     }
   }
-  const int64_t ox1 = w - 8;
-  for_bands<4>(p.oh, [&](auto rows, int64_t oy) {
+}
+
+template <int A>
+void plane_padded(const Plane& pl, PaddedScratch& scratch) {
+  fill_padded(pl, scratch);
+  const int64_t w = pl.p->w, ox1 = w - 8;
+  for_bands<4>(pl.p->oh, [&](auto rows, int64_t oy) {
     if (ox1 > 0)
       padded_rows<decltype(rows)::value, A, true>(pl, scratch.v, w, oy, ox1);
     else
       padded_rows<decltype(rows)::value, A, false>(pl, scratch.v, w, oy, ox1);
+  });
+}
+
+// Two planes narrower than 9 (7x7: one vector per output row) through their own scratches:
+// each output's nine taps are one chain of dependent multiply-adds (the reference's order), so
+// one plane's few rows left the FMA units waiting on their latency; two planes' rows interleave.
+template <int R, int A>
+DS_ALWAYS_INLINE void padded_rows_pair(const Plane& pa, const Plane& pb, const float* sa, const float* sb, int64_t w,
+                                       int64_t oy0) {
+  const int64_t pitch = w + 2;
+  __m256 acca[R], accb[R];
+  unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA { acca[r] = accb[r] = _mm256_setzero_ps(); });
+  unroll<R + 2>([&](auto ic) DS_ALWAYS_INLINE_LAMBDA {
+    constexpr int I = decltype(ic)::value;
+    const float* ra = sa + (oy0 + I) * pitch;
+    const float* rb = sb + (oy0 + I) * pitch;
+    add_row_taps<R, I, 1>(acca, pa.wv, _mm256_loadu_ps(ra), _mm256_loadu_ps(ra + 1), _mm256_loadu_ps(ra + 2));
+    add_row_taps<R, I, 1>(accb, pb.wv, _mm256_loadu_ps(rb), _mm256_loadu_ps(rb + 1), _mm256_loadu_ps(rb + 2));
+  });
+  unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
+    store_out<A>(pa, pa.y + (oy0 + r) * w, acca[r], w);
+    store_out<A>(pb, pb.y + (oy0 + r) * w, accb[r], w);
+  });
+}
+
+template <int A>
+void plane_padded_pair(const Plane& pa, const Plane& pb, PaddedScratch* scratch) {
+  fill_padded(pa, scratch[0]);
+  fill_padded(pb, scratch[1]);
+  for_bands<4>(pa.p->oh, [&](auto rows, int64_t oy) {
+    padded_rows_pair<decltype(rows)::value, A>(pa, pb, scratch[0].v, scratch[1].v, pa.p->w, oy);
   });
 }
 
@@ -398,19 +434,32 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
   const bool padded = padded_fits(p), flat = !padded && flat_fits(p);
   FlatMasks f;
   if (flat) flat_masks(p, f);
-  PaddedScratch scratch;
-  if (padded) std::memset(scratch.v, 0, sizeof(scratch.v));
+  PaddedScratch scratch[2];
+  if (padded) std::memset(scratch, 0, sizeof(scratch));
+  const bool pairs = padded && p.w <= 8;
+  Plane next = pl;  // the second plane of a pair
   pl.last_ox0 = p.ow < 8 ? 0 : p.ow - 8;
   edge_loads(p, -p.pad_left, pl.first_loads);
   edge_loads(p, pl.last_ox0 * p.stride - p.pad_left, pl.last_loads);
+  auto set_plane = [&](Plane& q, int64_t c) {
+    q.x = x + c * p.in_plane(), q.y = y + c * p.out_plane();
+    for (int t = 0; t < 9; ++t) q.wv[t] = _mm256_set1_ps(w[9 * c + t]);
+    q.bias = _mm256_set1_ps(bias ? bias[c] : 0.0f);
+  };
   for (int64_t c = 0; c < planes; ++c) {
-    pl.x = x + c * p.in_plane(), pl.y = y + c * p.out_plane();
-    for (int t = 0; t < 9; ++t) pl.wv[t] = _mm256_set1_ps(w[9 * c + t]);
-    pl.bias = _mm256_set1_ps(bias ? bias[c] : 0.0f);
+    set_plane(pl, c);
+    if (pairs && c + 1 < planes) {
+      set_plane(next, c + 1);
+      plane_padded_pair<A>(pl, next, scratch);
+      if (A == 4 || A == 7)
+        for (int64_t i = 0; i < 2 * p.oh * p.ow; ++i) pl.y[i] = gemm_activate(p.act, pl.y[i], p.alpha, p.beta);
+      ++c;
+      continue;
+    }
     if (flat)
       plane_flat<A>(pl, f);
     else if (padded)
-      plane_padded<A>(pl, scratch);
+      plane_padded<A>(pl, scratch[0]);
     else if (p.stride == 1)
       for_bands<6>(p.oh, [&](auto rows, int64_t oy) { band<1, decltype(rows)::value, A>(pl, oy); });
     else
