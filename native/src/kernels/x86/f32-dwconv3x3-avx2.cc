@@ -15,6 +15,8 @@
 // - stride-1 planes 4 to 16 wide and at most 16 high, pad 1 on every side: copied into a
 //   zero-bordered scratch, then every tap one plain load (plane_padded); planes at most 8 wide
 //   (one vector per row) two at a time, their rows' chains interleaved (plane_padded_pair).
+// - stride-2 planes with pad 1 up to 16 x 16 whose output rows are one vector: the same padded
+//   scratch, two planes at a time (plane_padded_s2).
 // - other small stride-1 planes (at most 8 vectors of output, rows narrower than 8, same size in
 //   and out): the plane as a flat run of pixels, each tap one masked load per vector (masks
 //   computed once per call).
@@ -425,17 +427,77 @@ void plane_padded_pair(const Plane& pa, const Plane& pb, PaddedScratch* scratch)
   });
 }
 
+// Stride-2 planes with pad 1, at most kPaddedMax each way, whose output rows are one vector
+// (MobileNet V2's 576x14x14 -> 7x7) and whose windows stay inside the scratch's zero border:
+// NP planes (1 or 2) at a time from their padded scratches, as plane_padded_pair does at stride 1
+// (each output row one chain of nine multiply-adds; the general stride-2 band took 2.4x the
+// time of the padded stride-1 path per output).
+bool padded_s2_fits(const DwConv3x3Params& p) {
+  return p.stride == 2 && p.pad_top == 1 && p.pad_left == 1 && p.w <= kPaddedMax && p.h <= kPaddedMax && p.ow <= 8 &&
+         2 * p.oh <= p.h + 1 && 2 * p.ow <= p.w + 1;
+}
+
+// Output rows oy0 .. oy0 + R - 1 of NP planes; scratch row 2 oy + ky holds input row 2 oy + ky - 1.
+// Per input row: columns 0..15 and 2..17 of the scratch row, their even and odd columns by
+// shufps (lanes in the order 0 1 4 5 2 3 6 7 until the store, as in block). Lanes past ow read
+// the row's border or the next row's first columns and are not stored.
+template <int R, int A, int NP>
+DS_ALWAYS_INLINE void padded_s2_rows(const Plane* const* pl, const float* const* s, int64_t pitch, int64_t ow,
+                                     int64_t oy0) {
+  __m256 acc[NP][R];
+  unroll<NP>([&](auto q) DS_ALWAYS_INLINE_LAMBDA {
+    unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA { acc[q][r] = _mm256_setzero_ps(); });
+  });
+  unroll<(R - 1) * 2 + 3>([&](auto ic) DS_ALWAYS_INLINE_LAMBDA {
+    constexpr int I = decltype(ic)::value;
+    unroll<NP>([&](auto q) DS_ALWAYS_INLINE_LAMBDA {
+      const float* row = s[q] + (2 * oy0 + I) * pitch;
+      const __m256 lo = _mm256_loadu_ps(row), hi = _mm256_loadu_ps(row + 8);
+      const __m256 lo2 = _mm256_loadu_ps(row + 2), hi2 = _mm256_loadu_ps(row + 10);
+      add_row_taps<R, I, 2>(acc[q], pl[q]->wv, _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)),
+                            _mm256_shuffle_ps(lo2, hi2, _MM_SHUFFLE(2, 0, 2, 0)));
+    });
+  });
+  unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
+    unroll<NP>([&](auto q) DS_ALWAYS_INLINE_LAMBDA {
+      const __m256 o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(acc[q][r]), _MM_SHUFFLE(3, 1, 2, 0)));
+      store_out<A>(*pl[q], pl[q]->y + (oy0 + r) * ow, o, ow);
+    });
+  });
+}
+
+template <int A, int NP>
+void plane_padded_s2(const Plane* const* pl, PaddedScratch* scratch) {
+  const DwConv3x3Params& p = *pl[0]->p;
+  const float* s[NP];
+  for (int q = 0; q < NP; ++q) {
+    fill_padded(*pl[q], scratch[q]);
+    s[q] = scratch[q].v;
+  }
+  for_bands<4>(p.oh, [&](auto rows, int64_t oy) {
+    padded_s2_rows<decltype(rows)::value, A, NP>(pl, s, p.w + 2, p.ow, oy);
+  });
+}
+
+// Codes 4 and 7 (sigmoid, tanh) on a plane's outputs after its vector pass.
+template <int A>
+void scalar_activation(const DwConv3x3Params& p, float* y) {
+  if (A == 4 || A == 7)
+    for (int64_t i = 0; i < p.oh * p.ow; ++i) y[i] = gemm_activate(p.act, y[i], p.alpha, p.beta);
+}
+
 template <int A>
 void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const float* w, const float* bias,
                 float* y) {
   Plane pl;
   pl.p = &p;
   pl.alpha = _mm256_set1_ps(p.alpha), pl.beta = _mm256_set1_ps(p.beta);
-  const bool padded = padded_fits(p), flat = !padded && flat_fits(p);
+  const bool padded = padded_fits(p), flat = !padded && flat_fits(p), padded_s2 = padded_s2_fits(p);
   FlatMasks f;
   if (flat) flat_masks(p, f);
   PaddedScratch scratch[2];
-  if (padded) std::memset(scratch, 0, sizeof(scratch));
+  if (padded || padded_s2) std::memset(scratch, 0, sizeof(scratch));
   const bool pairs = padded && p.w <= 8;
   Plane next = pl;  // the second plane of a pair
   pl.last_ox0 = p.ow < 8 ? 0 : p.ow - 8;
@@ -448,11 +510,21 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
   };
   for (int64_t c = 0; c < planes; ++c) {
     set_plane(pl, c);
+    if (padded_s2) {
+      const int np = c + 1 < planes ? 2 : 1;
+      if (np == 2) set_plane(next, c + 1);
+      const Plane* two[2] = {&pl, &next};
+      if (np == 2) plane_padded_s2<A, 2>(two, scratch);
+      else plane_padded_s2<A, 1>(two, scratch);
+      for (int q = 0; q < np; ++q) scalar_activation<A>(p, two[q]->y);
+      c += np - 1;
+      continue;
+    }
     if (pairs && c + 1 < planes) {
       set_plane(next, c + 1);
       plane_padded_pair<A>(pl, next, scratch);
-      if (A == 4 || A == 7)
-        for (int64_t i = 0; i < 2 * p.oh * p.ow; ++i) pl.y[i] = gemm_activate(p.act, pl.y[i], p.alpha, p.beta);
+      scalar_activation<A>(p, pl.y);
+      scalar_activation<A>(p, next.y);
       ++c;
       continue;
     }
@@ -464,8 +536,7 @@ void run_planes(const DwConv3x3Params& p, int64_t planes, const float* x, const 
       for_bands<6>(p.oh, [&](auto rows, int64_t oy) { band<1, decltype(rows)::value, A>(pl, oy); });
     else
       for_bands<4>(p.oh, [&](auto rows, int64_t oy) { band<2, decltype(rows)::value, A>(pl, oy); });
-    if (A == 4 || A == 7)
-      for (int64_t i = 0; i < p.oh * p.ow; ++i) pl.y[i] = gemm_activate(p.act, pl.y[i], p.alpha, p.beta);
+    scalar_activation<A>(p, pl.y);
   }
 }
 
