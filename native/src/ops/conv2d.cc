@@ -839,19 +839,12 @@ struct FusedBands {
   int64_t rows, band, in_rows, in_band, thread_floats;
 };
 
-// oh x ow: the depthwise's output plane (the 1x1's input).
-FusedBands fused_bands(const OpParams::FusedDepthwise& dw, int64_t c, int64_t oh, int64_t ow, int threads) {
+// ow: the width of the depthwise's output plane (the 1x1's input).
+FusedBands fused_bands(const OpParams::FusedDepthwise& dw, int64_t c, int64_t ow) {
   FusedBands f;
   f.rows = 8;  // the AVX-512 depthwise kernel's own band (at AVX2 4 was no better)
   // With an expand, its slice (rows under the window x the input width) kept near half the L2.
   while (dw.expand && f.rows > 2 && c * ((f.rows - 1) * dw.stride + 3) * dw.in_w * 4 > 512 * 1024) f.rows /= 2;
-  // With threads, equal bands in a multiple of the thread count, so that no thread waits for
-  // another's extra band: 56 rows in 8 bands of 7 rather than 7 of 8 (4 + 3 per thread at 2),
-  // 28 rows in 4 of 7 rather than 8 + 8 + 8 + 4.
-  if (threads > 1) {
-    const int64_t bands = ceil_div(ceil_div(oh, f.rows), threads) * threads;
-    f.rows = std::max<int64_t>(1, ceil_div(oh, bands));
-  }
   f.band = round16(f.rows * ow);
   f.in_rows = dw.expand ? (f.rows - 1) * dw.stride + 3 : 0;
   f.in_band = round16(f.in_rows * dw.in_w);
@@ -881,7 +874,7 @@ int64_t workspace_floats(const OpParams& p, const void* state, const std::vector
   if (p.depthwise.on) {  // the offsets of both GEMMs' B rows (int64), the expand's phases, the threads' slices
     const State* e = static_cast<const State*>(p.depthwise.expand);
     return round16(2 * s->k) + (e ? round16(2 * e->k) + p.depthwise.expand_phase_floats : 0) +
-           threads * fused_bands(p.depthwise, (*in[0])[1], (*in[0])[2], (*in[0])[3], threads).thread_floats;
+           threads * fused_bands(p.depthwise, (*in[0])[1], (*in[0])[3]).thread_floats;
   }
   const int64_t split = image_workspace(p, s, in, os, threads);
   if (!images_per_thread(s, os[0], threads)) return split;
@@ -1124,8 +1117,8 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
   d.stride = dw.stride;
   d.pad_top = dw.pad_top, d.pad_left = dw.pad_left;
   d.act = dw.act.kind, d.alpha = dw.act.alpha, d.beta = dw.act.beta;
-  const FusedBands f = fused_bands(dw, c.c, c.h, c.w, threads_of(ctx.pool));
-  const int64_t bands = ceil_div(c.h, f.rows), n = c.h * c.w, in_plane = d.h * d.w;
+  const FusedBands f = fused_bands(dw, c.c, c.w);
+  const int64_t n = c.h * c.w, in_plane = d.h * d.w;
   int64_t* offs = reinterpret_cast<int64_t*>(ctx.workspace);
   for (int64_t q = 0; q < c.c; ++q) offs[q] = q * f.band;
   int64_t* expand_offs = offs + round16(2 * s.k) / 2;
@@ -1146,11 +1139,11 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
     }
   }
   const int64_t macs = s.m * s.k * n + (e ? e->m * e->k * in_plane : 0);
-  // Each task runs a run of adjacent bands of one image, one run per thread, so that a band
-  // finds the expand rows it shares with the band before (2 at stride 1, 1 at stride 2) in the
-  // thread's slice and copies them to the slice's top instead of computing them again (8-row
-  // bands at stride 1 computed 25% of the expand twice).
-  const int64_t runs = std::min<int64_t>(bands, threads_of(ctx.pool));
+  // Each task runs an equal share of the image's rows (one per thread) in bands of f.rows, so
+  // that a band finds the expand rows it shares with the band before (2 at stride 1, 1 at
+  // stride 2) in the thread's slice and copies them to the slice's top instead of computing them
+  // again (8-row bands at stride 1 computed 25% of the expand twice).
+  const int64_t runs = std::min<int64_t>(ceil_div(c.h, f.rows), threads_of(ctx.pool));
   for (int64_t b = 0; b < c.n; ++b) {
   const float* expand_in = e ? in[kProducerInput + 3].data + b * expand_in_image : nullptr;
   if (phases) {  // the expansion's input as its row and column phases, shared by the bands
@@ -1163,8 +1156,9 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
     float* slice = slices + thread * f.thread_floats;
     float* ex = slice + c.c * f.band;
     int64_t held0 = 0, held1 = 0;  // the expand's output rows [held0, held1) at the top of ex
-    for (int64_t band = run * bands / runs; band < (run + 1) * bands / runs; ++band) {
-      const int64_t r0 = band * f.rows, r1 = std::min(c.h, r0 + f.rows);
+    const int64_t run1 = (run + 1) * c.h / runs;
+    for (int64_t r0 = run * c.h / runs; r0 < run1; r0 += f.rows) {
+      const int64_t r1 = std::min(run1, r0 + f.rows);
       int64_t x_off = 0, y_off = 0;
       DwConv3x3Params q = dwconv3x3_rows(d, r0, r1, &x_off, &y_off);
       q.y_plane = f.band;
