@@ -1101,8 +1101,8 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
 // before the depthwise (dw.expand, fusable_expand; its input, weight and bias at
 // kProducerInput + 3), gemm_rows first computes the rows of its output the band's windows read
 // into the thread's expand slice, which the depthwise reads: a 1x1 straight from its input, a
-// stem conv as the wrapping GEMM over its input's phases (built once per image). Every output element goes through the same operations as when the
-// nodes run apart (tested bit for bit).
+// stem conv as the wrapping GEMM over its input's phases (built once per image). Every output
+// element goes through the same operations as when the nodes run apart (tested bit for bit).
 void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const Conv2dParams& c,
                        const RunContext& ctx, const std::vector<OpInput>& in, const float* bias, const float* res,
                        float* out, const KernelTable& k) {
@@ -1123,7 +1123,7 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
   for (int64_t q = 0; q < c.c; ++q) offs[q] = q * f.band;
   int64_t* expand_offs = offs + round16(2 * s.k) / 2;
   float* slices = ctx.workspace + round16(2 * s.k);
-  Conv2dParams ec;  // the expansion, run as the wrapping GEMM over its input's phases
+  Conv2dParams ec{};  // the expansion, run as the wrapping GEMM over its input's phases
   Phases eph{};
   float* phases = nullptr;
   int64_t expand_in_image = 0;
@@ -1145,61 +1145,61 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
   // again (8-row bands at stride 1 computed 25% of the expand twice).
   const int64_t runs = std::min<int64_t>(ceil_div(c.h, f.rows), threads_of(ctx.pool));
   for (int64_t b = 0; b < c.n; ++b) {
-  const float* expand_in = e ? in[kProducerInput + 3].data + b * expand_in_image : nullptr;
-  if (phases) {  // the expansion's input as its row and column phases, shared by the bands
-    const int64_t units = ec.c * eph.sh;
-    parallel(ctx.pool, units, work_or_inline(ec.c * eph.floats(), kMinParallelCopyFloats),
-             [&](int64_t u, int) { build_phases(ec, eph, expand_in, u, u + 1, phases); });
-    expand_in = phases;
-  }
-  parallel(ctx.pool, runs, work_or_inline(macs, kMinParallelMacs), [&](int64_t run, int thread) {
-    float* slice = slices + thread * f.thread_floats;
-    float* ex = slice + c.c * f.band;
-    int64_t held0 = 0, held1 = 0;  // the expand's output rows [held0, held1) at the top of ex
-    const int64_t run1 = (run + 1) * c.h / runs;
-    for (int64_t r0 = run * c.h / runs; r0 < run1; r0 += f.rows) {
-      const int64_t r1 = std::min(run1, r0 + f.rows);
-      int64_t x_off = 0, y_off = 0;
-      DwConv3x3Params q = dwconv3x3_rows(d, r0, r1, &x_off, &y_off);
-      q.y_plane = f.band;
-      const float* dw_in = dx.data + b * c.c * in_plane + x_off;
-      if (e) {  // the expand's output rows under the band: columns x_off .. of its [C, H*W] output
-        const int64_t first = x_off / d.w, end = first + q.h;
-        const int64_t kept = held0 <= first && first < held1 ? held1 - first : 0;
-        if (kept > 0)
-          for (int64_t ch = 0; ch < c.c; ++ch)
-            std::memmove(ex + ch * f.in_band, ex + ch * f.in_band + (first - held0) * d.w, size_t(kept * d.w) * 4);
-        GemmParams gp;
-        gp.m = e->m, gp.n = (q.h - kept) * d.w, gp.k = e->k;
-        gp.a = {e->packed, 0, 0, true};
-        gp.b.data = expand_in;
-        gp.c = ex + kept * d.w;
-        gp.c_row_stride = f.in_band;
-        if (const float* eb = optional(kProducerInput + 5)) {
-          gp.bias = eb;
-          gp.bias_kind = kGemmBiasPerRow;
-        }
-        gp.act = dw.expand_act.kind, gp.alpha = dw.expand_act.alpha, gp.beta = dw.expand_act.beta;
-        GemmRowsB rows;
-        rows.offsets = expand_offs;
-        // Output rows wrap over the phases' extra columns (none for a 1x1: plain columns).
-        rows.width = eph.wq > ec.ow ? ec.ow : 0;
-        rows.skip = eph.wq - ec.ow;
-        rows.col0 = x_off + kept * d.w;
-        g.gemm_rows(gp, rows);
-        held0 = first, held1 = end;
-        q.x_plane = f.in_band;
-        dw_in = ex;
-      }
-      k.dwconv3x3(q, c.c, dw_in, in[kProducerInput + 1].data, dw_bias, slice);
-      const GemmParams gp = group_gemm(s, c, bias, res ? res + b * c.o * n : nullptr, 0, out + b * c.o * n);
-      GemmParams t = gemm_slice(gp, g.mr, g.nr, 0, s.m, y_off, y_off + (r1 - r0) * c.w);
-      t.b.data = slice;
-      GemmRowsB rows;
-      rows.offsets = offs;
-      g.gemm_rows(t, rows);
+    const float* expand_in = e ? in[kProducerInput + 3].data + b * expand_in_image : nullptr;
+    if (phases) {  // the expansion's input as its row and column phases, shared by the bands
+      const int64_t units = ec.c * eph.sh;
+      parallel(ctx.pool, units, work_or_inline(ec.c * eph.floats(), kMinParallelCopyFloats),
+               [&](int64_t u, int) { build_phases(ec, eph, expand_in, u, u + 1, phases); });
+      expand_in = phases;
     }
-  });
+    parallel(ctx.pool, runs, work_or_inline(macs, kMinParallelMacs), [&](int64_t run, int thread) {
+      float* slice = slices + thread * f.thread_floats;
+      float* ex = slice + c.c * f.band;
+      int64_t held0 = 0, held1 = 0;  // the expand's output rows [held0, held1) at the top of ex
+      const int64_t run1 = (run + 1) * c.h / runs;
+      for (int64_t r0 = run * c.h / runs; r0 < run1; r0 += f.rows) {
+        const int64_t r1 = std::min(run1, r0 + f.rows);
+        int64_t x_off = 0, y_off = 0;
+        DwConv3x3Params q = dwconv3x3_rows(d, r0, r1, &x_off, &y_off);
+        q.y_plane = f.band;
+        const float* dw_in = dx.data + b * c.c * in_plane + x_off;
+        if (e) {  // the expand's output rows under the band: columns x_off .. of its [C, H*W] output
+          const int64_t first = x_off / d.w, end = first + q.h;
+          const int64_t kept = held0 <= first && first < held1 ? held1 - first : 0;
+          if (kept > 0)
+            for (int64_t ch = 0; ch < c.c; ++ch)
+              std::memmove(ex + ch * f.in_band, ex + ch * f.in_band + (first - held0) * d.w, size_t(kept * d.w) * 4);
+          GemmParams gp;
+          gp.m = e->m, gp.n = (q.h - kept) * d.w, gp.k = e->k;
+          gp.a = {e->packed, 0, 0, true};
+          gp.b.data = expand_in;
+          gp.c = ex + kept * d.w;
+          gp.c_row_stride = f.in_band;
+          if (const float* eb = optional(kProducerInput + 5)) {
+            gp.bias = eb;
+            gp.bias_kind = kGemmBiasPerRow;
+          }
+          gp.act = dw.expand_act.kind, gp.alpha = dw.expand_act.alpha, gp.beta = dw.expand_act.beta;
+          GemmRowsB rows;
+          rows.offsets = expand_offs;
+          // Output rows wrap over the phases' extra columns (none for a 1x1: plain columns).
+          rows.width = eph.wq > ec.ow ? ec.ow : 0;
+          rows.skip = eph.wq - ec.ow;
+          rows.col0 = x_off + kept * d.w;
+          g.gemm_rows(gp, rows);
+          held0 = first, held1 = end;
+          q.x_plane = f.in_band;
+          dw_in = ex;
+        }
+        k.dwconv3x3(q, c.c, dw_in, in[kProducerInput + 1].data, dw_bias, slice);
+        const GemmParams gp = group_gemm(s, c, bias, res ? res + b * c.o * n : nullptr, 0, out + b * c.o * n);
+        GemmParams t = gemm_slice(gp, g.mr, g.nr, 0, s.m, y_off, y_off + (r1 - r0) * c.w);
+        t.b.data = slice;
+        GemmRowsB rows;
+        rows.offsets = offs;
+        g.gemm_rows(t, rows);
+      }
+    });
   }
 }
 
@@ -1211,7 +1211,8 @@ bool fusable_1x1(const OpParams& p, const State* s) {
 // The depthwise's producer the fused node can run band by band (its output rows under each
 // band's windows): a direct 1x1, or a conv (group 1, no dilation) the wrapping GEMM runs, such
 // as MobileNet V2's 3x3 stride-2 stem; x and w: its input and weight shapes.
-bool fusable_expand(const OpParams& dp, const State* ds, const Shape& x, const Shape& w, const OpParams::FusedDepthwise& dw) {
+bool fusable_expand(const OpParams& dp, const State* ds, const Shape& x, const Shape& w,
+                    const OpParams::FusedDepthwise& dw) {
   if (w.size() != 4 || dp.dilations[0] != 1 || dp.dilations[1] != 1) return false;
   const int64_t oh = window_output_size(x[2], dp.pads[0], dp.pads[2], w[2], dp.strides[0], 1, false);
   const int64_t ow = window_output_size(x[3], dp.pads[1], dp.pads[3], w[3], dp.strides[1], 1, false);
