@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "kernels/unroll.h"
 #include "kernels/x86/f32-gemm-driver.h"
 
 namespace ds {
@@ -80,9 +81,9 @@ inline __m256i lanes(int64_t n) {
 // columns, each vector assembled from two masked loads as *rp says (columns that cross an output
 // row), or two whole vectors apart (output rows of a multiple of 8 columns: plain loads).
 template <int R, bool kRows, int NV = 2, bool kMaskB = false, int kLoad = kRowsContiguous>
-inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs, float* c,
-                         int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep,
-                         const RowsPanel* rp = nullptr, int64_t a_step = kMr, x86::GemmPrefetch pf = {}) {
+DS_ALWAYS_INLINE void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
+                                    float* c, int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep,
+                                    const RowsPanel* rp = nullptr, int64_t a_step = kMr, x86::GemmPrefetch pf = {}) {
   // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
@@ -100,8 +101,9 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
   __m256i lo0 = cols.m0, hi0 = lo0, lo1 = cols.m1, hi1 = lo1;
   if (kLoad != kRowsContiguous)
     o0 = rp->o0, o1 = rp->o1, skip = rp->skip, lo0 = rp->lo0, hi0 = rp->hi0, lo1 = rp->lo1, hi1 = rp->hi1;
-  for (int64_t q = 0; q < kc; ++q) {
-    const float* bq = kRows ? b + offs[q] : b;
+  // One k step: the B vectors of step q, times each row's A value.
+  auto step = [&](int64_t q) DS_ALWAYS_INLINE_LAMBDA {
+    const float* bq = kRows ? b + offs[q] : b + q * kNr;
     __m256 b0, b1;
     if (kLoad == kRowsApart) {
       b0 = _mm256_loadu_ps(bq + o0);
@@ -113,16 +115,23 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
       b0 = kMaskB ? _mm256_maskload_ps(bq, lo0) : _mm256_loadu_ps(bq);
       b1 = NV == 1 ? b0 : kMaskB ? _mm256_maskload_ps(bq + 8, lo1) : _mm256_loadu_ps(bq + 8);
     }
+    const float* aq = a + q * a_step;
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + r);
+      const __m256 av = _mm256_broadcast_ss(aq + r);
       acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
       if (NV == 2) acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
     }
-    if (!kRows && q < pf.lines) _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
-    a += a_step;
-    if (!kRows) b += kNr;
+  };
+  // The steps that also prefetch a line of the next panel, then the rest unrolled by 4: the loop's
+  // own instructions (counter, pointers, prefetch test) were 6-9 of ~27 per step.
+  int64_t q = 0;
+  for (const int64_t lines = kRows ? 0 : std::min(kc, pf.lines); q < lines; ++q) {
+    step(q);
+    _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
   }
+#pragma GCC unroll 4
+  for (; q < kc; ++q) step(q);
   __m256 bc0 = _mm256_setzero_ps(), bc1 = bc0, alpha = bc0, beta = bc0;
   if (ep) {
     if (ep->bias_col) bc0 = cols.load0(ep->bias_col), bc1 = NV == 2 ? cols.load1(ep->bias_col) : bc0;
@@ -177,8 +186,8 @@ using RowsPanelKernel = void (*)(const GemmParams& p, int64_t j, int64_t nr, con
                                  const RowsPanel* rp);
 
 template <int R, int NV, bool kMaskB, int kLoad>
-inline void rows_tile(const GemmParams& p, int64_t i, int64_t j, int64_t nr, const float* b, const int64_t* offs,
-                      const RowsPanel* rp) {
+DS_ALWAYS_INLINE void rows_tile(const GemmParams& p, int64_t i, int64_t j, int64_t nr, const float* b,
+                                const int64_t* offs, const RowsPanel* rp) {
   float* c = p.c + i * p.c_row_stride + j;
   const x86::GemmTileEpilogue ep = x86::GemmTileEpilogue::at(p, i, j);
   ukernel_core<R, true, NV, kMaskB, kLoad>(nr, p.k, p.a.data + i * p.k, b, offs, c, p.c_row_stride, false, &ep, rp);
