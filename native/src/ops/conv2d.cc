@@ -594,7 +594,7 @@ WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& 
 // Winograd where it pays, by measurement (docs/kernels.md, "conv2d"), for a kh x kw kernel (3x3,
 // or its 3x3 pieces); DS_CONV_WINOGRAD=0 turns it off and =1 takes it for every eligible layer
 // (tests, benchmarks).
-bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw) {
+bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, const GemmKernels& g) {
   const char* force = std::getenv("DS_CONV_WINOGRAD");
   if (force && *force) return force[0] == '1';
   // Pieces with taps past the kernel (5x5, 7x7) only where deepslim tune measures them faster:
@@ -613,9 +613,12 @@ bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int
   // (stage 3 of ResNet-18, 512 x 512, is 6x slower). In a whole network they come from memory on
   // every run, so they must also be spread over enough tiles: at most
   // kWinogradFilterFloatsPerTile per tile (SqueezeNet 64->256 at 13x13: 37K, wins; ResNet-18
-  // stage 2, 256 x 256 at 14 x 14: 147K, loses 1.19 vs 1.09 ms in-model).
-  constexpr int64_t kWinogradFilterFloatsPerTile = 64 * 1024;
-  return c >= 16 && c * o <= 256 * 256 && tiles >= 16 && kTiles * c * o <= kWinogradFilterFloatsPerTile * tiles;
+  // stage 2, 256 x 256 at 14 x 14: 147K, loses 1.19 vs 1.09 ms in-model at AVX-512). At AVX2
+  // (16-column tiles) the GEMMs run at a third of that level's speed, so the 4x fewer multiply-adds
+  // outweigh the filters' streaming: ResNet-18 stage 2 there took 1.34-1.41 ms against 3.18-3.33
+  // as GEMMs (deepslim tune, in-model, 1 thread), and the bound is 4x as high.
+  const int64_t filter_floats_per_tile = g.nr >= 32 ? 64 * 1024 : 256 * 1024;
+  return c >= 16 && c * o <= 256 * 256 && tiles >= 16 && kTiles * c * o <= filter_floats_per_tile * tiles;
 }
 
 // Piece (a, b) of a kh x kw filter g: taps 3a..3a+2 down, 3b..3b+2 across, zero past the kernel.
@@ -726,7 +729,8 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     const int64_t oh = window_output_size((*xd)[2], p.pads[0], p.pads[2], w[2], p.strides[0], p.dilations[0], false);
     const int64_t ow = window_output_size((*xd)[3], p.pads[1], p.pads[3], w[3], p.strides[1], p.dilations[1], false);
     const int64_t b_rows = implicit_b_rows(w[1], w[2], w[3], p.dilations[1], p.strides[1]);
-    if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow, w[2], w[3])) s->path = Path::kWinograd;
+    if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow, w[2], w[3], *s->g))
+      s->path = Path::kWinograd;
     else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise &&
              pixels_pay(oh * ow, s->m, s->k, ow, pointwise, *s->g, b_rows, w[1] * (*xd)[2] * (*xd)[3]))
       s->path = Path::kGemmPixels;
