@@ -137,7 +137,9 @@ def test_the_rule_takes_winograd_for_wide_3x3_layers_where_the_gemm_is_slow(tmp_
     monkeypatch.setenv("DS_FORCE_ISA", level)
     try:
         s = Session(model, kernels={})
-    except Exception:
+    except InvalidArgumentError as e:
+        if "is not available" not in str(e):
+            raise
         pytest.skip(f"{level} is not available here")
     assert {r["name"]: r["kernel"] for r in s.node_kernels()}["c"] == kernel
 

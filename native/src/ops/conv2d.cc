@@ -611,12 +611,12 @@ bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int
   // at 55x55 0.17 vs 0.35 ms in-model, 64->256 at 13x13 0.22 vs 0.26). The transformed filters
   // are 4x the weight and stream once per block: 36*C*O floats must stay well inside the L3
   // (stage 3 of ResNet-18, 512 x 512, is 6x slower). In a whole network they come from memory on
-  // every run, so they must also be spread over enough tiles: at most
-  // kWinogradFilterFloatsPerTile per tile (SqueezeNet 64->256 at 13x13: 37K, wins; ResNet-18
-  // stage 2, 256 x 256 at 14 x 14: 147K, loses 1.19 vs 1.09 ms in-model at AVX-512). At AVX2
-  // (16-column tiles) the GEMMs run at a third of that level's speed, so the 4x fewer multiply-adds
-  // outweigh the filters' streaming: ResNet-18 stage 2 there took 1.34-1.41 ms against 3.18-3.33
-  // as GEMMs (deepslim tune, in-model, 1 thread), and the bound is 4x as high.
+  // every run, so they must also be spread over enough tiles: at most 64K floats per tile at
+  // AVX-512 (SqueezeNet 64->256 at 13x13: 37K, wins; ResNet-18 stage 2, 256 x 256 at 14 x 14:
+  // 147K, loses 1.19 vs 1.09 ms in-model). At AVX2 (16-column tiles; and the scalar level) the
+  // GEMMs run at a third of AVX-512's speed or less, so the 4x fewer multiply-adds outweigh the
+  // filters' streaming: ResNet-18 stage 2 there took 1.34-1.41 ms against 3.18-3.33 as GEMMs
+  // (deepslim tune, in-model, 1 thread), and the bound is 4x as high.
   const int64_t filter_floats_per_tile = g.nr >= 32 ? 64 * 1024 : 256 * 1024;
   return c >= 16 && c * o <= 256 * 256 && tiles >= 16 && kTiles * c * o <= filter_floats_per_tile * tiles;
 }
