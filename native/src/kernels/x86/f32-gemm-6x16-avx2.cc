@@ -127,38 +127,34 @@ DS_ALWAYS_INLINE void ukernel_core(int64_t nr, int64_t kc, const float* a, const
   // bias, residual, activation code, full columns) runs once per tile, not once per row: per row
   // they had been ~20 instructions, about a fifth of a tile's at K = 16 (MobileNet V2's expand).
   // Each element still sees the same operations in the same order.
-  auto each_row = [&](auto f) DS_ALWAYS_INLINE_LAMBDA {
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) f(r);
-  };
   if (accumulate)
-    each_row([&](int r) DS_ALWAYS_INLINE_LAMBDA {
+    unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
       acc0[r] = _mm256_add_ps(acc0[r], cols.load0(c + r * c_rs));
       if (NV == 2) acc1[r] = _mm256_add_ps(acc1[r], cols.load1(c + r * c_rs));
     });
   if (ep) {
     if (ep->bias_row)
-      each_row([&](int r) DS_ALWAYS_INLINE_LAMBDA {
+      unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
         const __m256 br = _mm256_set1_ps(ep->bias_row[r]);
         acc0[r] = _mm256_add_ps(acc0[r], br);
         acc1[r] = _mm256_add_ps(acc1[r], br);
       });
     if (ep->bias_col) {
       const __m256 bc0 = cols.load0(ep->bias_col), bc1 = NV == 2 ? cols.load1(ep->bias_col) : bc0;
-      each_row([&](int r) DS_ALWAYS_INLINE_LAMBDA {
+      unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
         acc0[r] = _mm256_add_ps(acc0[r], bc0);
         acc1[r] = _mm256_add_ps(acc1[r], bc1);
       });
     }
     if (ep->residual)
-      each_row([&](int r) DS_ALWAYS_INLINE_LAMBDA {
+      unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
         const float* rr = ep->residual + r * ep->residual_row_stride;
         acc0[r] = _mm256_add_ps(acc0[r], cols.load0(rr));
         if (NV == 2) acc1[r] = _mm256_add_ps(acc1[r], cols.load1(rr));
       });
     const __m256 alpha = _mm256_set1_ps(ep->alpha), beta = _mm256_set1_ps(ep->beta);
     auto activate_rows = [&](auto code) DS_ALWAYS_INLINE_LAMBDA {
-      each_row([&](int r) DS_ALWAYS_INLINE_LAMBDA {
+      unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
         acc0[r] = activate(acc0[r], code, alpha, beta);
         if (NV == 2) acc1[r] = activate(acc1[r], code, alpha, beta);
       });
@@ -173,19 +169,19 @@ DS_ALWAYS_INLINE void ukernel_core(int64_t nr, int64_t kc, const float* a, const
     }
   }
   if (NV == 2 && cols.full)
-    each_row([&](int r) DS_ALWAYS_INLINE_LAMBDA {
+    unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
       _mm256_storeu_ps(c + r * c_rs, acc0[r]);
       _mm256_storeu_ps(c + r * c_rs + 8, acc1[r]);
     });
   else if (NV == 2)
-    each_row([&](int r) DS_ALWAYS_INLINE_LAMBDA {
+    unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA {
       _mm256_maskstore_ps(c + r * c_rs, cols.m0, acc0[r]);
       _mm256_maskstore_ps(c + r * c_rs + 8, cols.m1, acc1[r]);
     });
   else if (nr == 8)
-    each_row([&](int r) DS_ALWAYS_INLINE_LAMBDA { _mm256_storeu_ps(c + r * c_rs, acc0[r]); });
+    unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA { _mm256_storeu_ps(c + r * c_rs, acc0[r]); });
   else
-    each_row([&](int r) DS_ALWAYS_INLINE_LAMBDA { _mm256_maskstore_ps(c + r * c_rs, cols.m0, acc0[r]); });
+    unroll<R>([&](auto r) DS_ALWAYS_INLINE_LAMBDA { _mm256_maskstore_ps(c + r * c_rs, cols.m0, acc0[r]); });
 }
 
 template <int R>
