@@ -279,7 +279,7 @@ void blocks_at(Isa isa) {
   check_case(isa, e, rng);
 }
 
-// GemmKernels::gemm_rows (B rows at arbitrary offsets of one buffer) against double loops: edge
+// GemmKernels::gemm_rows (B rows at arbitrary or evenly spaced offsets of one buffer) against double loops: edge
 // sizes around the tile and random ones, every activation and bias kind, a residual, padded C rows
 // left untouched; contiguous rows or columns wrapping at widths of 8-15 (where gemm_rows_wraps
 // allows them) and 16-40, from any first column. B ends right before an inaccessible page, and one
@@ -305,6 +305,10 @@ void gemm_rows_at(Isa isa) {
     const int64_t span = 4 * k + 50;  // rows overlap and come in any order, as conv taps do
     for (int64_t q = 0; q < k; ++q) offs[size_t(q)] = rng.below(uint32_t(span));
     offs[size_t(rng.below(uint32_t(k)))] = span;  // a row that ends at the end of the buffer
+    if (rng.below(3) == 0) {  // evenly spaced rows (a 1x1 layer's channels), up or down, the last at span
+      const int64_t stride = int64_t(rng.below(9)) - 4;
+      for (int64_t q = 0; q < k; ++q) offs[size_t(q)] = stride >= 0 ? span - (k - 1 - q) * stride : span + q * stride;
+    }
     // Contiguous rows, or columns that wrap every `width` over a skip (output rows in a padded
     // plane), from column col0 on (a thread's slice).
     ds::GemmRowsB rows;

@@ -66,15 +66,17 @@ inline __m256i lanes(int64_t n) {
 }
 
 // ds_f32_gemm_ukernel_6x16__avx2 for R = 6 rows; R < 6 for the last rows of M. With offsets
-// (kRows), B step q is the nr floats at b + offs[q] instead of a packed panel: read with masks
+// (kRows), B step q is the nr floats at b + offs[q] (kStrided: at b + q * b_stride, rows evenly
+// spaced) instead of a packed panel: read with masks
 // when the tile is partial (kMaskB), so nothing past column nr is touched, and with one vector
 // (NV = 1, a 6x8 tile: half the multiply-adds) when nr <= 8. kLoad (RowsLoad): contiguous
 // columns, each vector assembled from two masked loads as *rp says (columns that cross an output
 // row), or two whole vectors apart (output rows of a multiple of 8 columns: plain loads).
-template <int R, bool kRows, int NV = 2, bool kMaskB = false, int kLoad = kRowsContiguous>
+template <int R, bool kRows, int NV = 2, bool kMaskB = false, int kLoad = kRowsContiguous, bool kStrided = false>
 DS_ALWAYS_INLINE void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b, const int64_t* offs,
                                     float* c, int64_t c_rs, bool accumulate, const x86::GemmTileEpilogue* ep,
-                                    const RowsPanel* rp = nullptr, int64_t a_step = kMr, x86::GemmPrefetch pf = {}) {
+                                    const RowsPanel* rp = nullptr, int64_t a_step = kMr, x86::GemmPrefetch pf = {},
+                                    int64_t b_stride = 0) {
   // The C tile is read (or written) after the K loop; fetch its lines now so they arrive in time.
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
@@ -94,7 +96,7 @@ DS_ALWAYS_INLINE void ukernel_core(int64_t nr, int64_t kc, const float* a, const
     o0 = rp->o0, o1 = rp->o1, skip = rp->skip, lo0 = rp->lo0, hi0 = rp->hi0, lo1 = rp->lo1, hi1 = rp->hi1;
   // One k step: the B vectors of step q, times each row's A value.
   auto step = [&](int64_t q) DS_ALWAYS_INLINE_LAMBDA {
-    const float* bq = kRows ? b + offs[q] : b + q * kNr;
+    const float* bq = !kRows ? b + q * kNr : kStrided ? b + q * b_stride : b + offs[q];
     __m256 b0, b1;
     if (kLoad == kRowsApart) {
       b0 = _mm256_loadu_ps(bq + o0);
@@ -197,36 +199,58 @@ const x86::GemmMicrokernel kUkernels[kMr] = {ukernel<1>, ukernel<2>, ukernel<3>,
 // kernel (with the whole K per tile, a 1x1 layer of few input channels spent 7% of its time in
 // the per-tile call and epilogue set-up when the loop called a microkernel per tile).
 using RowsPanelKernel = void (*)(const GemmParams& p, int64_t j, int64_t nr, const float* b, const int64_t* offs,
-                                 const RowsPanel* rp);
+                                 const RowsPanel* rp, int64_t b_stride);
 
-template <int R, int NV, bool kMaskB, int kLoad>
+template <int R, int NV, bool kMaskB, int kLoad, bool kStrided>
 DS_ALWAYS_INLINE void rows_tile(const GemmParams& p, int64_t i, int64_t j, int64_t nr, const float* b,
-                                const int64_t* offs, const RowsPanel* rp) {
+                                const int64_t* offs, const RowsPanel* rp, int64_t b_stride) {
   float* c = p.c + i * p.c_row_stride + j;
   const x86::GemmTileEpilogue ep = x86::GemmTileEpilogue::at(p, i, j);
-  ukernel_core<R, true, NV, kMaskB, kLoad>(nr, p.k, p.a.data + i * p.k, b, offs, c, p.c_row_stride, false, &ep, rp);
+  ukernel_core<R, true, NV, kMaskB, kLoad, kStrided>(nr, p.k, p.a.data + i * p.k, b, offs, c, p.c_row_stride, false,
+                                                     &ep, rp, kMr, {}, b_stride);
   if (p.act == 4 || p.act == 7) x86::gemm_tile_transcendental(R, nr, c, p.c_row_stride, ep);
 }
 
-template <int NV, bool kMaskB, int kLoad>
-void rows_panel(const GemmParams& p, int64_t j, int64_t nr, const float* b, const int64_t* offs, const RowsPanel* rp) {
+template <int NV, bool kMaskB, int kLoad, bool kStrided = false>
+void rows_panel(const GemmParams& p, int64_t j, int64_t nr, const float* b, const int64_t* offs, const RowsPanel* rp,
+                int64_t b_stride) {
   int64_t i = 0;
-  for (; i + kMr <= p.m; i += kMr) rows_tile<kMr, NV, kMaskB, kLoad>(p, i, j, nr, b, offs, rp);
+  for (; i + kMr <= p.m; i += kMr) rows_tile<kMr, NV, kMaskB, kLoad, kStrided>(p, i, j, nr, b, offs, rp, b_stride);
   switch (p.m - i) {
-    case 1: rows_tile<1, NV, kMaskB, kLoad>(p, i, j, nr, b, offs, rp); break;
-    case 2: rows_tile<2, NV, kMaskB, kLoad>(p, i, j, nr, b, offs, rp); break;
-    case 3: rows_tile<3, NV, kMaskB, kLoad>(p, i, j, nr, b, offs, rp); break;
-    case 4: rows_tile<4, NV, kMaskB, kLoad>(p, i, j, nr, b, offs, rp); break;
-    case 5: rows_tile<5, NV, kMaskB, kLoad>(p, i, j, nr, b, offs, rp); break;
+    case 1: rows_tile<1, NV, kMaskB, kLoad, kStrided>(p, i, j, nr, b, offs, rp, b_stride); break;
+    case 2: rows_tile<2, NV, kMaskB, kLoad, kStrided>(p, i, j, nr, b, offs, rp, b_stride); break;
+    case 3: rows_tile<3, NV, kMaskB, kLoad, kStrided>(p, i, j, nr, b, offs, rp, b_stride); break;
+    case 4: rows_tile<4, NV, kMaskB, kLoad, kStrided>(p, i, j, nr, b, offs, rp, b_stride); break;
+    case 5: rows_tile<5, NV, kMaskB, kLoad, kStrided>(p, i, j, nr, b, offs, rp, b_stride); break;
     default: break;
   }
 }
 
 // By variant: 0 = 16 contiguous columns, 1 = 9..15 (masked), 2 = 1..8 (one masked vector);
-// 3, 4 = two / one vector(s) that cross an output row; 5 = two whole vectors apart.
-const RowsPanelKernel kRowsPanels[6] = {rows_panel<2, false, kRowsContiguous>, rows_panel<2, true, kRowsContiguous>,
-                                        rows_panel<1, true, kRowsContiguous>,  rows_panel<2, false, kRowsPieces>,
-                                        rows_panel<1, false, kRowsPieces>,     rows_panel<2, false, kRowsApart>};
+// 3, 4 = two / one vector(s) that cross an output row; 5 = two whole vectors apart; 6-8 = 0-2
+// with B's rows evenly spaced (StridedRows).
+const RowsPanelKernel kRowsPanels[9] = {
+    rows_panel<2, false, kRowsContiguous>,       rows_panel<2, true, kRowsContiguous>,
+    rows_panel<1, true, kRowsContiguous>,        rows_panel<2, false, kRowsPieces>,
+    rows_panel<1, false, kRowsPieces>,           rows_panel<2, false, kRowsApart>,
+    rows_panel<2, false, kRowsContiguous, true>, rows_panel<2, true, kRowsContiguous, true>,
+    rows_panel<1, true, kRowsContiguous, true>};
+
+// B's rows evenly spaced (offsets[q] = offsets[0] + q * stride: a 1x1 layer's input channels)
+// are read as b + q * stride, which addresses a step's loads from the panel's base without an
+// offset load and add per step.
+struct StridedRows {
+  bool even = false;
+  int64_t stride = 0;
+};
+StridedRows strided_rows(const int64_t* offs, int64_t k) {
+  StridedRows s;
+  s.stride = k > 1 ? offs[1] - offs[0] : 0;
+  for (int64_t q = 2; q < k; ++q)
+    if (offs[q] - offs[q - 1] != s.stride) return s;
+  s.even = true;
+  return s;
+}
 
 }  // namespace
 
@@ -253,6 +277,7 @@ constexpr int64_t kRowsAFloats = 64 * 1024;
 // (the skip columns of the padded plane are never read nor computed).
 void ds_f32_gemm_rows__avx2(const GemmParams& p, const GemmRowsB& rb) {
   const int64_t w = rb.width, pitch = rb.width + rb.skip;
+  const StridedRows sr = strided_rows(rb.offsets, p.k);
   for (int64_t j = 0; j < p.n; j += kNr) {
     const int64_t nr = p.n - j < kNr ? p.n - j : kNr;
     RowsPanel rp;
@@ -276,7 +301,8 @@ void ds_f32_gemm_rows__avx2(const GemmParams& p, const GemmRowsB& rb) {
     // Output rows of a multiple of 8 columns: the two vectors never cross one, only sit apart.
     if (!crosses && nr == kNr && o[1] != o[0] + 8) variant = 5, b = p.b.data;
     else if (crosses || (nr > 8 && o[1] != o[0] + 8)) variant = nr > 8 ? 3 : 4, b = p.b.data;
-    kRowsPanels[variant](p, j, nr, b, rb.offsets, &rp);
+    else if (sr.even) variant += 6, b += rb.offsets[0];
+    kRowsPanels[variant](p, j, nr, b, rb.offsets, &rp, sr.stride);
   }
 }
 
