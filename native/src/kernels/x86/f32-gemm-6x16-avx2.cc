@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/unroll.h"
 #include "kernels/x86/f32-gemm-driver.h"
@@ -83,19 +84,23 @@ DS_ALWAYS_INLINE void ukernel_core(int64_t nr, int64_t kc, const float* a, const
     _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs), _MM_HINT_T0);
     if (NV == 2) _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 15), _MM_HINT_T0);
   }
+  // gemm_rows panels of two whole vectors (contiguous, apart, strided) are full by construction:
+  // no column masks to compute per tile.
+  constexpr bool kFull = kRows && NV == 2 && !kMaskB && kLoad != kRowsPieces;
   Cols cols;
-  cols.full = nr == kNr;
-  cols.m0 = lanes(nr);
-  cols.m1 = lanes(nr - 8);
+  cols.full = kFull || nr == kNr;
+  cols.m0 = cols.m1 = _mm256_setzero_si256();
+  if (!kFull) cols.m0 = lanes(nr), cols.m1 = lanes(nr - 8);
   __m256 acc0[R], acc1[R];
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   int64_t o0 = 0, o1 = 8, skip = 0;
   __m256i lo0 = cols.m0, hi0 = lo0, lo1 = cols.m1, hi1 = lo1;
   if (kLoad != kRowsContiguous)
     o0 = rp->o0, o1 = rp->o1, skip = rp->skip, lo0 = rp->lo0, hi0 = rp->hi0, lo1 = rp->lo1, hi1 = rp->hi1;
   // One k step: the B vectors of step q, times each row's A value.
-  auto step = [&](int64_t q) DS_ALWAYS_INLINE_LAMBDA {
+  // kFirst: the accumulators start as the step's products (a multiply-add onto +0 gives the same
+  // value, up to the sign of a zero product), which saves zeroing them per tile.
+  auto step = [&](int64_t q, auto first) DS_ALWAYS_INLINE_LAMBDA {
+    constexpr bool kFirst = decltype(first)::value;
     const float* bq = !kRows ? b + q * kNr : kStrided ? b + q * b_stride : b + offs[q];
     __m256 b0, b1;
     if (kLoad == kRowsApart) {
@@ -112,19 +117,29 @@ DS_ALWAYS_INLINE void ukernel_core(int64_t nr, int64_t kc, const float* a, const
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(aq + r);
-      acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
-      if (NV == 2) acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+      acc0[r] = kFirst ? _mm256_mul_ps(av, b0) : _mm256_fmadd_ps(av, b0, acc0[r]);
+      if (NV == 2) acc1[r] = kFirst ? _mm256_mul_ps(av, b1) : _mm256_fmadd_ps(av, b1, acc1[r]);
+      else if (kFirst) acc1[r] = acc0[r];  // unused with one vector; set so that nothing reads garbage
     }
   };
   // The steps that also prefetch a line of the next panel, then the rest unrolled by 4: the loop's
   // own instructions (counter, pointers, prefetch test) were 6-9 of ~27 per step.
   int64_t q = 0;
-  for (const int64_t lines = kRows ? 0 : std::min(kc, pf.lines); q < lines; ++q) {
-    step(q);
+  const int64_t lines = kRows ? 0 : std::min(kc, pf.lines);
+  if (kc > 0) {
+    step(0, std::true_type{});
+    if (lines > 0) _mm_prefetch(reinterpret_cast<const char*>(pf.at), _MM_HINT_T0);
+    q = 1;
+  } else {
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  }
+  for (; q < lines; ++q) {
+    step(q, std::false_type{});
     _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
   }
 #pragma GCC unroll 4
-  for (; q < kc; ++q) step(q);
+  for (; q < kc; ++q) step(q, std::false_type{});
   // The epilogue one step at a time over all the tile's rows, so each test (accumulate, which
   // bias, residual, activation code, full columns) runs once per tile, not once per row: per row
   // they had been ~20 instructions, about a fifth of a tile's at K = 16 (MobileNet V2's expand).
