@@ -174,12 +174,13 @@ int64_t gemm_workspace_floats(const GemmKernels& g, int threads) {
   return g.workspace_floats * int64_t(threads);
 }
 
-void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPool& pool) {
+void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPool& pool, GemmPartDone done) {
   const int threads = pool.size();
   const int64_t m_tiles = (p.m + g.mr - 1) / g.mr, n_tiles = (p.n + g.nr - 1) / g.nr;
   // Below ~100 kFLOP a job hand-off costs more than it saves.
   if (threads == 1 || 2 * p.m * p.n * p.k < 100000 || m_tiles * n_tiles < 2) {
     g.gemm(p, workspace);
+    done(0, p.m, 0, p.n);
     return;
   }
   // Several tasks per thread, handed out dynamically, so that partial tiles at the edge and a
@@ -200,9 +201,9 @@ void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPoo
     const int64_t chunks = (m_tiles + chunk_tiles - 1) / chunk_tiles;
     pool.parallel_for(chunks * n_tiles, [&](int64_t task, int thread) {
       const int64_t m0 = task / n_tiles * chunk_tiles * g.mr, j0 = task % n_tiles * g.nr;
-      const GemmParams s = gemm_slice(p, g.mr, g.nr, m0, std::min(m0 + chunk_tiles * g.mr, p.m), j0,
-                                      std::min(j0 + g.nr, p.n));
-      g.gemm(s, workspace + int64_t(thread) * g.workspace_floats);
+      const int64_t m1 = std::min(m0 + chunk_tiles * g.mr, p.m), j1 = std::min(j0 + g.nr, p.n);
+      g.gemm(gemm_slice(p, g.mr, g.nr, m0, m1, j0, j1), workspace + int64_t(thread) * g.workspace_floats);
+      done(m0, m1, j0, j1);
     });
     return;
   }
@@ -213,9 +214,10 @@ void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPoo
   const int64_t tasks = (tiles + per_task - 1) / per_task;
   pool.parallel_for(tasks, [&](int64_t task, int thread) {
     const int64_t t0 = task * per_task, t1 = t0 + per_task < tiles ? t0 + per_task : tiles;
-    const GemmParams s = split_n ? gemm_slice(p, g.mr, g.nr, 0, p.m, t0 * g.nr, std::min(t1 * g.nr, p.n))
-                                 : gemm_slice(p, g.mr, g.nr, t0 * g.mr, std::min(t1 * g.mr, p.m), 0, p.n);
-    g.gemm(s, workspace + int64_t(thread) * g.workspace_floats);
+    const int64_t m0 = split_n ? 0 : t0 * g.mr, m1 = split_n ? p.m : std::min(t1 * g.mr, p.m);
+    const int64_t j0 = split_n ? t0 * g.nr : 0, j1 = split_n ? std::min(t1 * g.nr, p.n) : p.n;
+    g.gemm(gemm_slice(p, g.mr, g.nr, m0, m1, j0, j1), workspace + int64_t(thread) * g.workspace_floats);
+    done(m0, m1, j0, j1);
   });
 }
 

@@ -29,6 +29,17 @@ int64_t gemm_workspace_floats(const GemmKernels& g, int threads);
 // into tile-aligned ranges, one task each. Every output element is computed by the same sequence of
 // operations whatever the split, so results are bitwise identical for any thread count.
 // workspace: gemm_workspace_floats(g, pool.size()) floats, 64-byte aligned.
-void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPool& pool);
+// done, if set, is called by the thread that computed each task's part of C, rows [m0, m1) x
+// columns [j0, j1), once that part is final (the parts tile C; one call for all of C when the GEMM
+// runs unsplit): a consumer of C (a transpose) then runs in the same job, on data still in that
+// thread's cache, without a job and a wait of its own.
+struct GemmPartDone {
+  void (*fn)(void* ctx, int64_t m0, int64_t m1, int64_t j0, int64_t j1) = nullptr;
+  void* ctx = nullptr;
+  void operator()(int64_t m0, int64_t m1, int64_t j0, int64_t j1) const {
+    if (fn) fn(ctx, m0, m1, j0, j1);
+  }
+};
+void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPool& pool, GemmPartDone done = {});
 
 }  // namespace ds

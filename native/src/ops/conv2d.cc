@@ -1416,20 +1416,34 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
           gp.alpha = c.act.alpha;
           gp.beta = c.act.beta;
         }
-        if (ThreadPool* pool = pool_for_macs(tp, gp.m * gp.n * gp.k)) gemm(g, gp, wsb, *pool);
-        else g.gemm(gp, wsb);
-        // Y^T [n, m] -> y [m, n], in blocks of 16 channels x 64 pixels.
+        // Y^T [n, m] -> y [m, n] part by part as the GEMM's tasks finish them (pixels [i0, i1) x
+        // channels [o0, o1)), in blocks of 16 channels x 64 pixels: in the GEMM's job, on the
+        // thread that computed the part (it had been a job of its own, 16 channels per task).
         float* yg = yb + gi * s->m * n;
         const float* rg = rb ? rb + gi * s->m * n : nullptr;
-        parallel(tp, ceil_div(s->m, 16), work_or_inline(n * s->m, kMinParallelFloats), [&](int64_t task, int) {
-          const int64_t o0 = task * 16, o1 = std::min(s->m, o0 + 16);
-          for (int64_t i0 = 0; i0 < n; i0 += 64) {
-            const int64_t i1 = std::min(n, i0 + 64);
-            transpose_block(yt, s->m, n, o0, o1, i0, i1, yg);
-            if (rg)
-              for (int64_t o = o0; o < o1; ++o) add_residual(yg + o * n + i0, rg + o * n + i0, i1 - i0, c.act);
+        auto transpose = [&](int64_t i0, int64_t i1, int64_t o0, int64_t o1) {
+          for (int64_t ob = o0; ob < o1; ob += 16) {
+            const int64_t oe = std::min(o1, ob + 16);
+            for (int64_t ib = i0; ib < i1; ib += 64) {
+              const int64_t ie = std::min(i1, ib + 64);
+              transpose_block(yt, s->m, n, ob, oe, ib, ie, yg);
+              if (rg)
+                for (int64_t o = ob; o < oe; ++o) add_residual(yg + o * n + ib, rg + o * n + ib, ie - ib, c.act);
+            }
           }
-        });
+        };
+        using Transpose = decltype(transpose);
+        GemmPartDone done;
+        done.fn = [](void* ctx, int64_t m0, int64_t m1, int64_t j0, int64_t j1) {
+          (*static_cast<Transpose*>(ctx))(m0, m1, j0, j1);
+        };
+        done.ctx = &transpose;
+        if (ThreadPool* pool = pool_for_macs(tp, gp.m * gp.n * gp.k)) {
+          gemm(g, gp, wsb, *pool, done);
+        } else {
+          g.gemm(gp, wsb);
+          transpose(0, n, 0, s->m);
+        }
       }
       return;
     }
