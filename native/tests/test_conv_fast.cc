@@ -476,6 +476,55 @@ TEST(conv2d_add_fusion_matches_reference) {
   unsetenv("DS_CONV_WINOGRAD");
 }
 
+// A NaN in the residual of a fused conv + add stays NaN in the output (no activation, or relu's
+// 0), whichever thread and whichever vector or scalar step adds it: pixels as rows (the transpose
+// adds the residual per part of the GEMM's split) and the direct 1x1, at 1 to 3 threads.
+TEST(conv2d_add_fusion_keeps_nan_residuals) {
+  tiny::Rng rng(29);
+  //            n  c   h   w   o  kh kw sh sw dh dw  g  pads          bias act (of the add)
+  const Conv cases[] = {
+      {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 0},   // pixels as rows, split across threads
+      {1, 48, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 0},    // pixels, 49 rows, odd tails
+      {1, 32, 20, 21, 64, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0},  // pointwise
+      {1, 64, 6, 6, 130, 3, 3, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},   // relu: NaN -> 0
+  };
+  for (const Conv& p : cases) {
+    const int64_t oh = out_size(p.h, p.pads[0], p.pads[2], p.kh, p.sh, p.dh);
+    const int64_t ow = out_size(p.w, p.pads[1], p.pads[3], p.kw, p.sw, p.dw);
+    const std::vector<float> x = opt::random_vec(rng, size_t(p.n * p.c * p.h * p.w));
+    const std::vector<float> w = opt::random_vec(rng, size_t(p.o * p.c * p.kh * p.kw));
+    const std::vector<float> b = opt::random_vec(rng, size_t(p.o));
+    std::vector<float> skip = opt::random_vec(rng, size_t(p.n * p.o * oh * ow));
+    for (size_t i = 0; i < skip.size(); i += 1 + rng.below(13)) skip[i] = std::nanf("");
+    dsw::File f;
+    const uint32_t xv = f.add_value("x", {-1, p.c, p.h, p.w}), sv = f.add_value("skip", {-1, p.o, oh, ow});
+    f.inputs = {xv, sv};
+    const uint32_t wv = f.add_constant(dsw::dense_tensor("w", {uint64_t(p.o), uint64_t(p.c), uint64_t(p.kh), uint64_t(p.kw)}, w));
+    const uint32_t bv = f.add_constant(dsw::dense_tensor("b", {uint64_t(p.o)}, b));
+    const uint32_t y = f.add_value("y", {1}), z = f.add_value("z", {1});
+    f.add_node(1, "conv", {xv, wv, bv}, y,
+               {dsw::attr_ints("strides", {p.sh, p.sw}), dsw::attr_ints("pads", {p.pads[0], p.pads[1], p.pads[2], p.pads[3]}),
+                dsw::attr_ints("dilations", {p.dh, p.dw}), dsw::attr_int("group", 1)});
+    f.add_node(10, "add", {y, sv}, z, act_attrs(p.act));
+    f.outputs = {z};
+    const std::string what = "nan residual c=" + std::to_string(p.c) + " o=" + std::to_string(p.o) + " act " + std::to_string(p.act);
+    for (const char* isa : kIsas) {
+      for (int threads : {1, 2, 3}) {
+        const Run r = run_with(f, {x, skip}, {{p.n, p.c, p.h, p.w}, {p.n, p.o, oh, ow}}, isa, threads);
+        if (isa_missing(r)) break;
+        REQUIRE_MSG(r.status == DS_OK, what + " " + isa + ": " + r.error);
+        REQUIRE_MSG(r.y.size() == skip.size(), what);
+        size_t bad = 0;
+        for (size_t i = 0; i < skip.size(); ++i)
+          if (std::isnan(skip[i])) bad += p.act == 0 ? !std::isnan(r.y[i]) : r.y[i] != 0.0f;
+          else bad += std::isnan(r.y[i]);
+        CHECK_MSG(bad == 0, what + " " + isa + " threads " + std::to_string(threads) + ": " + std::to_string(bad) +
+                                " elements with the wrong NaN-ness");
+      }
+    }
+  }
+}
+
 // (1x1 ->) depthwise 3x3 -> 1x1 (-> add), which the session runs as one 1x1 node over bands of
 // the depthwise output's rows when that output or the depthwise's input (and the expanding 1x1's
 // output) is large (at least 256K floats per image) and read by the next node alone: bit for bit the nodes run apart (the same

@@ -305,7 +305,7 @@ void gemm_rows_at(Isa isa) {
     const int64_t span = 4 * k + 50;  // rows overlap and come in any order, as conv taps do
     for (int64_t q = 0; q < k; ++q) offs[size_t(q)] = rng.below(uint32_t(span));
     offs[size_t(rng.below(uint32_t(k)))] = span;  // a row that ends at the end of the buffer
-    if (rng.below(3) == 0) {  // evenly spaced rows (a 1x1 layer's channels), up or down, the last at span
+    if (rng.below(3) == 0) {  // evenly spaced rows (a 1x1 layer's channels), up or down, the highest at span
       const int64_t stride = int64_t(rng.below(9)) - 4;
       for (int64_t q = 0; q < k; ++q) offs[size_t(q)] = stride >= 0 ? span - (k - 1 - q) * stride : span + q * stride;
     }

@@ -967,9 +967,13 @@ void gemm_blocks(const GemmKernels& g, const State& s, const Conv2dParams& c, co
 void add_residual(float* y, const float* r, int64_t n, const Activation& act) {
   int64_t i = 0;
 #if defined(__SSE2__)
-  if (act.kind == 0 || act.kind == 1) {  // none, relu
-    const __m128 lo = _mm_set1_ps(act.kind == 1 ? 0.0f : -__builtin_inff());
-    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_add_ps(_mm_loadu_ps(y + i), _mm_loadu_ps(r + i)), lo));
+  // The vector steps give what the scalar tail gives, NaN included (maxps returns its second
+  // operand, 0, for a NaN, as relu's x > 0 ? x : 0 does), so where the tail starts does not matter.
+  if (act.kind == 0) {
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_add_ps(_mm_loadu_ps(y + i), _mm_loadu_ps(r + i)));
+  } else if (act.kind == 1) {
+    const __m128 zero = _mm_setzero_ps();
+    for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_add_ps(_mm_loadu_ps(y + i), _mm_loadu_ps(r + i)), zero));
   }
 #endif
   for (; i < n; ++i) y[i] = gemm_activate(act.kind, y[i] + r[i], act.alpha, act.beta);
@@ -1440,9 +1444,10 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
         done.ctx = &transpose;
         if (ThreadPool* pool = pool_for_macs(tp, gp.m * gp.n * gp.k)) {
           gemm(g, gp, wsb, *pool, done);
-        } else {
+        } else {  // a GEMM too small for the pool: the transpose still may not be (few input channels)
           g.gemm(gp, wsb);
-          transpose(0, n, 0, s->m);
+          parallel(tp, ceil_div(s->m, 16), work_or_inline(n * s->m, kMinParallelFloats),
+                   [&](int64_t task, int) { transpose(0, n, task * 16, std::min(s->m, task * 16 + 16)); });
         }
       }
       return;

@@ -84,8 +84,8 @@ DS_ALWAYS_INLINE void ukernel_core(int64_t nr, int64_t kc, const float* a, const
     _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs), _MM_HINT_T0);
     if (NV == 2) _mm_prefetch(reinterpret_cast<const char*>(c + r * c_rs + 15), _MM_HINT_T0);
   }
-  // gemm_rows panels of two whole vectors (contiguous, apart, strided) are full by construction:
-  // no column masks to compute per tile.
+  // gemm_rows panels of two whole vectors (contiguous, apart, strided: variants 0, 5, 6, which
+  // ds_f32_gemm_rows__avx2 takes only for nr == kNr) are full: no column masks to compute per tile.
   constexpr bool kFull = kRows && NV == 2 && !kMaskB && kLoad != kRowsPieces;
   Cols cols;
   cols.full = kFull || nr == kNr;
@@ -263,7 +263,7 @@ StridedRows strided_rows(const int64_t* offs, int64_t k) {
   s.stride = k > 1 ? offs[1] - offs[0] : 0;
   for (int64_t q = 2; q < k; ++q)
     if (offs[q] - offs[q - 1] != s.stride) return s;
-  s.even = true;
+  s.even = k >= 1;  // (no rows: the offsets are not read)
   return s;
 }
 
