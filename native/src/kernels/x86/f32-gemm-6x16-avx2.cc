@@ -122,8 +122,9 @@ DS_ALWAYS_INLINE void ukernel_core(int64_t nr, int64_t kc, const float* a, const
       else if (kFirst) acc1[r] = acc0[r];  // unused with one vector; set so that nothing reads garbage
     }
   };
-  // The steps that also prefetch a line of the next panel, then the rest unrolled by 4: the loop's
-  // own instructions (counter, pointers, prefetch test) were 6-9 of ~27 per step.
+  // The first step (it starts the accumulators), the steps that also prefetch a line of the next
+  // panel, then the rest unrolled by 4: the loop's own instructions (counter, pointers, prefetch
+  // test) were 6-9 of ~27 per step.
   int64_t q = 0;
   const int64_t lines = kRows ? 0 : std::min(kc, pf.lines);
   if (kc > 0) {
