@@ -22,8 +22,8 @@ constexpr int kMr = 6, kNr = 16;
 // (BENCH_P10=1 bench_conv layer, 1 thread, ms: 7x7 320->1280 0.587 -> 0.497, 960->160 0.216 ->
 // 0.181, 6x6 512->512 0.233 -> 0.213, 14x14 576->96 0.247 -> 0.238; 8x8 512->512 0.384 -> 0.398).
 using Cfg = x86::GemmBlocking<kMr, kNr, 256, 168, 768, 128>;
-// A packed A panel is read this many k steps ahead of its use (3 KB; the panels of a matrix are
-// adjacent): Winograd's position matrices stream from L3 or memory (see the AVX-512 kernel).
+// A packed A panel is prefetched this many k steps ahead of its use (128 x 24 B = 3 KB): Winograd's
+// position matrices stream from L3 or memory (see the AVX-512 kernel).
 // ResNet-18 stage 2 at this level on a Zen 4 (in-model p10, 1 thread): 1.05-1.07 -> 0.81-0.83 ms.
 constexpr int kPrefetchASteps = 128;
 
