@@ -1,13 +1,13 @@
 """Kernel choice per node by measurement, cached beside the model.
 
-Some ops can run a node with one of several kernels (conv2d: "gemm", "pixels", "winograd"); the
-runtime's own rule picks one from the shapes. `tune` measures instead: it makes one session per
-kernel name (that kernel asked for on every node whose op has it; the op keeps its rule where the
-kernel does not apply) plus one with the rules, checks each session's output against the rules'
-one, times every node in the whole model (so weights and activations come from where they really
-live, not a hot cache), interleaving the sessions round by round, and keeps per node the kernel
-that measured fastest. The result goes to MODEL.dsm.tune.json, keyed by CPU model, SIMD level and
-thread count; `Session(path, threads)` reads it from there when it matches.
+Some ops can run a node with one of several kernels (conv2d: "gemm", "pixels", "winograd",
+"winograd23"); the runtime's own rule picks one from the shapes. `tune` measures instead: it makes
+one session per kernel name (that kernel asked for on every node whose op has it; the op keeps its
+rule where the kernel does not apply) plus one with the rules, checks each session's output against
+the rules' one, times every node in the whole model (so weights and activations come from where
+they really live, not a hot cache), interleaving the sessions round by round, and keeps per node
+the kernel that measured fastest. The result goes to MODEL.dsm.tune.json, keyed by CPU model, SIMD
+level and thread count; `Session(path, threads)` reads it from there when it matches.
 
     from deepslim.runtime.tune import tune
     result = tune("resnet18.dsm", threads=1)      # writes resnet18.dsm.tune.json

@@ -25,6 +25,7 @@ struct Run {
   ds_status status = DS_OK;
   std::string error;
   std::vector<float> y;
+  std::string kernel;  // the conv node's (node 0)
 };
 
 Run run_with(const dsw::File& f, const std::vector<std::vector<float>>& xs, const std::vector<Dims>& shapes,
@@ -38,6 +39,9 @@ Run run_with(const dsw::File& f, const std::vector<std::vector<float>>& xs, cons
   o.threads = threads;
   r.status = ds_model_load_memory(bytes.data(), bytes.size(), &m);
   if (r.status == DS_OK) r.status = ds_session_create(m, &o, &s);
+  const char* kernel = nullptr;
+  const char* choices = nullptr;
+  if (r.status == DS_OK && ds_session_node_kernel(s, 0, &kernel, &choices) == DS_OK && kernel) r.kernel = kernel;
   for (size_t i = 0; r.status == DS_OK && i < xs.size(); ++i)
     r.status = ds_session_set_input(s, i, xs[i].data(), shapes[i].data(), shapes[i].size());
   if (r.status == DS_OK) r.status = ds_session_run(s);
@@ -126,7 +130,9 @@ dsw::File conv_file(const Conv& p, const std::vector<float>& w, const std::vecto
 }
 
 // Every ISA level and thread count against the double reference; bitwise equal across threads.
-void check_conv(const Conv& p, tiny::Rng& rng, const std::string& what, double tolerance = tol::kGemm) {
+// With `kernel`, the conv must run that kernel.
+void check_conv(const Conv& p, tiny::Rng& rng, const std::string& what, double tolerance = tol::kGemm,
+                const std::string& kernel = "") {
   const std::vector<float> x = opt::random_vec(rng, size_t(p.n * p.c * p.h * p.w));
   const std::vector<float> w = opt::random_vec(rng, size_t(p.o * (p.c / p.group) * p.kh * p.kw));
   const std::vector<float> b = opt::random_vec(rng, size_t(p.o));
@@ -140,6 +146,8 @@ void check_conv(const Conv& p, tiny::Rng& rng, const std::string& what, double t
       if (isa_missing(r)) break;
       REQUIRE_MSG(r.status == DS_OK, what + " " + isa + ": " + r.error);
       REQUIRE_MSG(r.y.size() == want.size(), what);
+      CHECK_MSG(kernel.empty() || r.kernel == kernel || r.kernel == "depthwise3x3",  // 1 -> 1 channel: depthwise
+                what + " " + isa + " ran '" + r.kernel + "', not " + kernel);
       size_t bad = 0;
       double worst = 0;  // largest error over the magnitude, reported on failure
       for (size_t i = 0; i < want.size(); ++i) {
@@ -308,11 +316,14 @@ TEST(conv2d_gemm_rows_bounds_match_reference_at_every_level) {
   unsetenv("DS_CONV_WINOGRAD");
 }
 
-// Winograd F(4x4, 3x3) on every eligible shape (DS_CONV_WINOGRAD=1): tile edges (H, W not
-// multiples of 4, fewer than 4), odd C and O, pads 0-2, every activation, tile blocks or each
-// block's steps split across threads, batch 2; kernels of 3x3 pieces up to 9x9.
-TEST(conv2d_winograd_matches_reference_at_every_level) {
-  setenv("DS_CONV_WINOGRAD", "1", 1);
+// Winograd F(4x4, 3x3) (DS_CONV_WINOGRAD=1) and F(2x2, 3x3) (=2) on every eligible shape: tile
+// edges (H, W not multiples of the tile, smaller than it), odd C and O, pads 0-2, every
+// activation, tile blocks or each block's steps split across threads, batch 2; kernels of 3x3
+// pieces up to 9x9.
+static void check_winograd(const char* mode) {
+  setenv("DS_CONV_WINOGRAD", mode, 1);
+  const bool f23 = std::string(mode) == "2";
+  const std::string f = f23 ? "F(2,3) " : "F(4,3) ", kernel = f23 ? "winograd23" : "winograd";
   tiny::Rng rng(13);
   //            n  c   h   w   o  kh kw sh sw dh dw  g  pads           bias  act
   const Conv cases[] = {
@@ -347,7 +358,7 @@ TEST(conv2d_winograd_matches_reference_at_every_level) {
       {1, 32, 18, 18, 64, 6, 6, 1, 1, 1, 1, 1, {1, 1, 1, 1}, true, 1},
   };
   int i = 0;
-  for (const Conv& p : cases) check_conv(p, rng, "winograd case " + std::to_string(i++), tol::kWinograd);
+  for (const Conv& p : cases) check_conv(p, rng, f + "winograd case " + std::to_string(i++), tol::kWinograd, kernel);
   // Random shapes: 3x3 (the first 20), then kernels up to 9x9 as pieces.
   for (int r = 0; r < 36; ++r) {
     Conv p = {1, 1, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, true, 0};
@@ -359,11 +370,15 @@ TEST(conv2d_winograd_matches_reference_at_every_level) {
     p.bias = rng.below(2) == 0;
     p.act = int(rng.below(8));
     check_conv(p, rng,
-               "winograd random " + std::to_string(r) + " (" + std::to_string(p.kh) + "x" + std::to_string(p.kw) + ")",
-               tol::kWinograd);
+               f + "winograd random " + std::to_string(r) + " (" + std::to_string(p.kh) + "x" + std::to_string(p.kw) +
+                   ")",
+               tol::kWinograd, kernel);
   }
   unsetenv("DS_CONV_WINOGRAD");
 }
+
+TEST(conv2d_winograd_matches_reference_at_every_level) { check_winograd("1"); }
+TEST(conv2d_winograd23_matches_reference_at_every_level) { check_winograd("2"); }
 
 // conv2d (no activation) -> add(conv, skip) with the add's activation, which the session runs as
 // one conv2d with `skip` as the residual of its epilogue: every conv path, both operand orders,

@@ -38,22 +38,23 @@ def test_node_kernels_list_choices_and_a_choice_changes_the_kernel(tmp_path):
     model = _conv_net(tmp_path / "net.dsm")
     rule = Session(model, kernels={})
     rows = {r["name"]: r for r in rule.node_kernels()}
-    assert rows["c1"]["op"] == "conv2d" and rows["c1"]["choices"] == ["gemm", "pixels", "winograd"]
+    assert rows["c1"]["op"] == "conv2d" and rows["c1"]["choices"] == ["gemm", "pixels", "winograd", "winograd23"]
     assert rows["pool"]["kernel"] == "" and rows["pool"]["choices"] == []
     x = np.random.default_rng(0).standard_normal((1, 16, 12, 12)).astype(np.float32)
     want = rule.run(x)
-    for kernel in ("gemm", "pixels", "winograd"):
+    for kernel in ("gemm", "pixels", "winograd", "winograd23"):
         s = Session(model, kernels={"c1": kernel})
         assert {r["name"]: r["kernel"] for r in s.node_kernels()}["c1"] == kernel
         np.testing.assert_allclose(s.run(x), want, atol=1e-4, rtol=1e-4)
     # Winograd does not apply to a 1x1 conv: the rule keeps its kernel
-    s = Session(model, kernels={"c2": "winograd"})
-    assert {r["name"]: r["kernel"] for r in s.node_kernels()}["c2"] in ("gemm", "pixels")
+    for kernel in ("winograd", "winograd23"):
+        s = Session(model, kernels={"c2": kernel})
+        assert {r["name"]: r["kernel"] for r in s.node_kernels()}["c2"] in ("gemm", "pixels")
 
 
 @pytest.mark.parametrize("kernels, message", [
     ({"nope": "gemm"}, "no node of that name"),
-    ({"c1": "fast"}, "has no kernel 'fast'.*gemm,pixels,winograd"),
+    ({"c1": "fast"}, "has no kernel 'fast'.*gemm,pixels,winograd,winograd23"),
     ({"pool": "gemm"}, "maxpool2d has no kernel choices"),
     ({"c1": ""}, "not of the form node=kernel"),
 ])
@@ -70,7 +71,7 @@ def test_tune_caches_the_fastest_kernels_and_sessions_use_them(tmp_path):
     for node in result.nodes:
         assert node.chosen == min(node.ms, key=node.ms.get)  # the fastest measured
         assert node.rule in node.ms
-    assert {"gemm", "pixels", "winograd"} <= set(next(n for n in result.nodes if n.name == "c1").ms)
+    assert {"gemm", "pixels", "winograd", "winograd23"} <= set(next(n for n in result.nodes if n.name == "c1").ms)
     assert result.cache == cache_path(model) and result.cache.is_file()
     assert cached_kernels(model, 1) == result.kernels
     assert cached_kernels(model, 2) == {}  # tuned for 1 thread only

@@ -37,13 +37,15 @@ const KernelTable kScalarTable = {
     ds_f32_global_maxpool__scalar,
 };
 
-// The Winograd transforms of a level, by its name.
-const WinogradKernels* winograd_for(const char* isa) {
+// The Winograd transforms of a level, by its name: F(4x4, 3x3) (tile 4) or F(2x2, 3x3) (tile 2).
+const WinogradKernels* winograd_for(const char* isa, int tile) {
 #if defined(DEEPSLIM_X86_KERNELS)
-  if (std::strcmp(isa, "avx512") == 0) return &ds_f32_winograd43_kernels__avx512;
-  if (std::strcmp(isa, "avx2") == 0) return &ds_f32_winograd43_kernels__avx2;
+  if (std::strcmp(isa, "avx512") == 0)
+    return tile == 2 ? &ds_f32_winograd23_kernels__avx512 : &ds_f32_winograd43_kernels__avx512;
+  if (std::strcmp(isa, "avx2") == 0)
+    return tile == 2 ? &ds_f32_winograd23_kernels__avx2 : &ds_f32_winograd43_kernels__avx2;
 #endif
-  return &ds_f32_winograd43_kernels__scalar;
+  return tile == 2 ? &ds_f32_winograd23_kernels__scalar : &ds_f32_winograd43_kernels__scalar;
 }
 
 KernelTable with_level(const char* isa, const GemmKernels* gemm, DwConv3x3Fn dwconv3x3) {
@@ -51,7 +53,8 @@ KernelTable with_level(const char* isa, const GemmKernels* gemm, DwConv3x3Fn dwc
   t.isa = isa;
   t.gemm = gemm;
   t.dwconv3x3 = dwconv3x3;
-  t.winograd43 = winograd_for(isa);
+  t.winograd43 = winograd_for(isa, 4);
+  t.winograd23 = winograd_for(isa, 2);
   return t;
 }
 

@@ -209,6 +209,7 @@ struct KernelTable {
   DwConv3x3Fn dwconv3x3 = nullptr;  // one NCHW plane, stride 1 or 2 (kernels/dwconv3x3.h)
   GemvKernel gemv = nullptr;  // over gemm's packed B; null: dense runs the GEMM
   const WinogradKernels* winograd43 = nullptr;  // F(4x4, 3x3) tile transforms (kernels/winograd.h)
+  const WinogradKernels* winograd23 = nullptr;  // F(2x2, 3x3) tile transforms
   const struct QKernels* q = nullptr;  // int8 kernels of the level (kernels/qu8.h)
   const struct Q16Kernels* q16 = nullptr;  // i16-input qconv2d/qdense GEMM (kernels/qi16.h); null: scalar
 };

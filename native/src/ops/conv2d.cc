@@ -12,7 +12,8 @@
 //   - 3x3, stride 1, dilation 1, group 1 where it pays (winograd_pays): Winograd F(4x4, 3x3), the
 //     filter transformed and packed once, 36 GEMMs per block of tiles between the table's tile
 //     transforms; a larger kernel (6x6 by the rule, up to 9x9 when tuned or forced) as 3x3
-//     pieces, each piece a channel of its own over the input shifted by its offset;
+//     pieces, each piece a channel of its own over the input shifted by its offset; F(2x2, 3x3)
+//     (16 GEMMs, kernel "winograd23") where deepslim tune measures it faster;
 //   - 1x1 with stride > 1 (no padding): the strided pixels gathered into a compact plane, then
 //     the 1x1 GEMM;
 //   - anything else: the input rewritten once as its column phases (stride s: every s-th column),
@@ -533,16 +534,21 @@ void im2col_pack_rows(const Conv2dParams& c, const PaddedPlane& q, const float* 
 // seen from (3a, 3b): the input transform reads it there (the padded plane is 3 (ph - 1) rows
 // and 3 (pw - 1) columns larger), and the GEMMs' K is C * ph * pw. FaceNet-1M's 6x6 layer
 // (16 x 41 x 41 -> 48) does 4x fewer multiply-adds than as a GEMM.
-constexpr int kTiles = 36;
+// The transforms (WinogradKernels) are F(4x4, 3x3) or F(2x2, 3x3): tiles of m = 4 or 2 outputs
+// a side, (m + 2)^2 = 36 or 16 GEMMs per block ("positions"). F(2x2, 3x3) does 16 / 36 of the
+// GEMM work per tile but 4x the tiles; it pays where F(4x4, 3x3)'s tiles would fill few of a
+// vector's lanes and its 36 transformed filters are many MB (ResNet-18's 7x7 stage: 4 tiles, 37.7
+// MB), by measurement only (deepslim tune: kernel "winograd23").
 
 struct WinogradGeometry {
+  int64_t m, positions;       // the output tile's side, the GEMMs per block ((m + 2)^2)
   int64_t ph, pw;             // the kernel's 3x3 pieces down and across (1 x 1 for 3x3)
   int64_t th, tw, tiles;      // tile rows, tiles per row, tiles per image
   int64_t hp, wp;             // padded plane
   int64_t pad_floats;         // the padded input, with the reading slack of the input transform
   int64_t block_panels, blocks, nb;
   bool by_tile;                // the threads split each block's 3 steps (see winograd_geometry)
-  int64_t v_floats, m_floats;  // V of one block (36 x C x nb), M (36 x O x nb + slack)
+  int64_t v_floats, m_floats;  // V of one block (positions x C x nb), M (positions x O x nb + slack)
   int64_t v_xi, m_xi;          // floats from V[xi] (M[xi]) to V[xi + 1]: C * nb (O * nb) + 16
   int64_t thread_floats;       // per thread: the GEMM's workspace, then (by block) V and M
   int64_t shared_floats;       // by tile position: V and M of the block, shared by the threads
@@ -568,35 +574,36 @@ constexpr int64_t kWinogradBlockFloats = 128 * 1024;
 WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& wk, int64_t c_in, int64_t o,
                                    int64_t oh, int64_t ow, int64_t kh, int64_t kw, int threads) {
   WinogradGeometry q;
+  q.m = wk.tile, q.positions = wk.positions();
   q.ph = ceil_div(kh, 3), q.pw = ceil_div(kw, 3);
-  q.th = ceil_div(oh, 4), q.tw = ceil_div(ow, 4), q.tiles = q.th * q.tw;
-  q.hp = 4 * q.th + 2 + 3 * (q.ph - 1), q.wp = 4 * q.tw + 2 + 3 * (q.pw - 1);
-  q.pad_floats = round16(c_in * q.hp * q.wp + 4 * int64_t(wk.lanes) + 8);
+  q.th = ceil_div(oh, q.m), q.tw = ceil_div(ow, q.m), q.tiles = q.th * q.tw;
+  q.hp = q.m * q.th + 2 + 3 * (q.ph - 1), q.wp = q.m * q.tw + 2 + 3 * (q.pw - 1);
+  q.pad_floats = round16(c_in * q.hp * q.wp + q.m * int64_t(wk.lanes) + 8);
   const int64_t c = c_in * q.ph * q.pw;
   const int64_t panels = ceil_div(q.tiles, g.nr);
-  const int64_t cap = std::max<int64_t>(1, kWinogradBlockFloats / (kTiles * c * g.nr));
+  const int64_t cap = std::max<int64_t>(1, kWinogradBlockFloats / (q.positions * c * g.nr));
   int64_t blocks = ceil_div(panels, cap);
   q.by_tile = threads > 1 && panels < threads;
   if (threads > 1 && !q.by_tile) blocks = std::max(blocks, std::min(panels, kPiecesPerThread * threads));
   q.block_panels = ceil_div(panels, blocks);
   q.blocks = ceil_div(panels, q.block_panels);
   q.nb = q.block_panels * g.nr;
-  // The 36 V[xi] (M[xi]) of a block sit 16 floats further apart than their size: C * nb is a
+  // The V[xi] (M[xi]) of a block sit 16 floats further apart than their size: C * nb is a
   // multiple of 4 KB, and the transforms' 36 stores (loads) per tile group would all share one L1 set.
   q.v_xi = c * q.nb + 16, q.m_xi = o * q.nb + 16;
-  q.v_floats = round16(kTiles * q.v_xi);
-  q.m_floats = round16(kTiles * q.m_xi + wk.lanes);
+  q.v_floats = round16(q.positions * q.v_xi);
+  q.m_floats = round16(q.positions * q.m_xi + wk.lanes);
   q.thread_floats = round16(g.workspace_floats) + (q.by_tile ? 0 : q.v_floats + q.m_floats);
   q.shared_floats = q.by_tile ? q.v_floats + q.m_floats : 0;
   return q;
 }
 
-// Winograd where it pays, by measurement (docs/kernels.md, "conv2d"), for a kh x kw kernel (3x3,
-// or its 3x3 pieces); DS_CONV_WINOGRAD=0 turns it off and =1 takes it for every eligible layer
-// (tests, benchmarks).
+// Winograd F(4x4, 3x3) where it pays, by measurement (docs/kernels.md, "conv2d"), for a kh x kw
+// kernel (3x3, or its 3x3 pieces); DS_CONV_WINOGRAD=0 turns it off, =1 takes it for every eligible
+// layer and =2 takes F(2x2, 3x3) there instead (tests, benchmarks).
 bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, const GemmKernels& g) {
   const char* force = std::getenv("DS_CONV_WINOGRAD");
-  if (force && *force) return force[0] == '1';
+  if (force && *force) return force[0] != '0';
   // Pieces with taps past the kernel (5x5, 7x7) only where deepslim tune measures them faster:
   // FaceNet-1M's 5x5 and 7x7 layers ran 1.6-1.9x slower (few channels or few tiles).
   if (kh % 3 != 0 || kw % 3 != 0) return false;
@@ -618,7 +625,7 @@ bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int
   // filters' streaming: ResNet-18 stage 2 there took 1.34-1.41 ms against 3.18-3.33 as GEMMs
   // (deepslim tune, in-model, 1 thread), and the bound is 4x as high.
   const int64_t filter_floats_per_tile = g.nr >= 32 ? 64 * 1024 : 256 * 1024;
-  return c >= 16 && c * o <= 256 * 256 && tiles >= 16 && kTiles * c * o <= filter_floats_per_tile * tiles;
+  return c >= 16 && c * o <= 256 * 256 && tiles >= 16 && 36 * c * o <= filter_floats_per_tile * tiles;
 }
 
 // Piece (a, b) of a kh x kw filter g: taps 3a..3a+2 down, 3b..3b+2 across, zero past the kernel.
@@ -741,29 +748,33 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     const bool sized = xd && xd->size() == 4 && (*xd)[2] > 0 && (*xd)[3] > 0;
     if (p.kernel_choice == "gemm")
       s->path = pointwise ? Path::kGemm1x1 : strided_pointwise ? Path::kGemm1x1Strided : Path::kGemmIm2col;
-    else if (p.kernel_choice == "winograd" && sized && winograd_shape)
+    else if ((p.kernel_choice == "winograd" || p.kernel_choice == "winograd23") && sized && winograd_shape)
       s->path = Path::kWinograd;
     else if (p.kernel_choice == "pixels" && sized && s->g->nr > 1 && !strided_pointwise)
       s->path = Path::kGemmPixels;
   }
   if (s->path == Path::kWinograd) {
     // U[xi] [O x C * pieces] from each 3x3 piece of each filter (column ci * pieces + piece), then
-    // packed as A: storage holds 36 packed matrices.
-    s->wk = t.winograd43;
+    // packed as A: storage holds one packed matrix per position (36 or 16).
+    const char* force = std::getenv("DS_CONV_WINOGRAD");
+    const bool f23 = p.kernel_choice == "winograd23" ||
+                     (p.kernel_choice != "winograd" && force && force[0] == '2');
+    s->wk = f23 ? t.winograd23 : t.winograd43;
+    const int64_t positions = s->wk->positions();
     const int64_t o = w[0], c = w[1], kh = w[2], kw = w[3], pw = ceil_div(kw, 3);
     const int64_t pieces = ceil_div(kh, 3) * pw, cv = c * pieces;
     s->group_floats = round16(gemm_packed_a_size(*s->g, o, cv));
-    std::vector<float> u(size_t(kTiles * o * cv));
+    std::vector<float> u(size_t(positions * o * cv));
     const float* wd = static_cast<const float*>(in[1].data);
     for (int64_t oc = 0; oc < o; ++oc)
       for (int64_t ci = 0; ci < c; ++ci)
         for (int64_t piece = 0; piece < pieces; ++piece) {
           float g3[9];
           winograd_piece(wd + (oc * c + ci) * kh * kw, kh, kw, piece / pw, piece % pw, g3);
-          ds_f32_winograd43_filter(g3, u.data() + oc * cv + ci * pieces + piece, o * cv);
+          s->wk->filter(g3, u.data() + oc * cv + ci * pieces + piece, o * cv);
         }
-    float* base = s->storage.allocate(s->group_floats * kTiles);
-    for (int xi = 0; xi < kTiles; ++xi)
+    float* base = s->storage.allocate(s->group_floats * positions);
+    for (int64_t xi = 0; xi < positions; ++xi)
       gemm_pack_a(*s->g, o, cv, u.data() + xi * o * cv, cv, 1, base + xi * s->group_floats);
     s->packed = base;
     return s;
@@ -1036,7 +1047,7 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
           const int64_t row = ci * pieces + piece;
           winograd_segments(q, t0, t1, wk.lanes, g.nr, [&](int64_t t, int64_t ty, int64_t tx, int64_t len) {
             const int64_t j = t - t0;
-            wk.input(pc + 4 * ty * q.wp + 4 * tx, q.wp, len, v + (j / g.nr) * cv * g.nr + row * g.nr + j % g.nr,
+            wk.input(pc + q.m * (ty * q.wp + tx), q.wp, len, v + (j / g.nr) * cv * g.nr + row * g.nr + j % g.nr,
                      q.v_xi);
           });
         }
@@ -1061,9 +1072,9 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
       for (int64_t oc = o0; oc < o1; ++oc) {
         ep.bias = bias ? bias[oc] : 0.0f;
         winograd_segments(q, t0, t1, wk.lanes, 0, [&](int64_t t, int64_t ty, int64_t tx, int64_t len) {
-          const int64_t oy = 4 * ty, ox = 4 * tx, at = oc * plane + oy * c.ow + ox;
-          ep.rows = std::min<int64_t>(4, c.oh - oy);
-          ep.cols = std::min(4 * len, c.ow - ox);
+          const int64_t oy = q.m * ty, ox = q.m * tx, at = oc * plane + oy * c.ow + ox;
+          ep.rows = std::min(q.m, c.oh - oy);
+          ep.cols = std::min(q.m * len, c.ow - ox);
           ep.residual = rb ? rb + at : nullptr;
           ep.residual_stride = c.ow;
           wk.output(m + oc * q.nb + (t - t0), q.m_xi, len, ep, yb + at, c.ow);
@@ -1072,13 +1083,13 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     };
     float* thread_ws = ctx.workspace + q.pad_floats + q.shared_floats;
     if (!q.by_tile) {
-      const int64_t macs = kTiles * cv * c.o * q.tiles;
+      const int64_t macs = q.positions * cv * c.o * q.tiles;
       parallel(ctx.pool, q.blocks, work_or_inline(macs, kMinParallelMacs), [&](int64_t blk, int thread) {
         float* ws = thread_ws + thread * q.thread_floats;
         float* v = ws + round16(g.workspace_floats);
         float* m = v + q.v_floats;
         input(blk, 0, c.c, v);
-        gemms(blk, 0, kTiles, v, m, ws);
+        gemms(blk, 0, q.positions, v, m, ws);
         output(blk, 0, c.o, m);
       });
       continue;
@@ -1087,15 +1098,15 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     float* m = v + q.v_floats;
     const int64_t per_out = items_per_piece(c.o, threads);
     for (int64_t blk = 0; blk < q.blocks; ++blk) {
-      parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(kTiles * cv * q.nb, kMinParallelFloats),
+      parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(q.positions * cv * q.nb, kMinParallelFloats),
                [&](int64_t task, int) {
                  const int64_t c0 = task * per_task, c1 = std::min(c.c, c0 + per_task);
                  if (blk == 0) winograd_pad(c, q, xb, c0, c1, padded);
                  input(blk, c0, c1, v);
                });
-      parallel(ctx.pool, kTiles, work_or_inline(kTiles * cv * c.o * q.nb, kMinParallelMacs),
+      parallel(ctx.pool, q.positions, work_or_inline(q.positions * cv * c.o * q.nb, kMinParallelMacs),
                [&](int64_t xi, int thread) { gemms(blk, xi, xi + 1, v, m, thread_ws + thread * q.thread_floats); });
-      parallel(ctx.pool, ceil_div(c.o, per_out), work_or_inline(kTiles * c.o * q.nb, kMinParallelFloats),
+      parallel(ctx.pool, ceil_div(c.o, per_out), work_or_inline(q.positions * c.o * q.nb, kMinParallelFloats),
                [&](int64_t task, int) { output(blk, task * per_out, std::min(c.o, (task + 1) * per_out), m); });
     }
   }
@@ -1556,13 +1567,14 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
 }
 
 // The kernels a session can ask for per node (OpParams::kernel_choice) and what a state runs.
-const char* const kKernels[] = {"gemm", "pixels", "winograd", nullptr};
+const char* const kKernels[] = {"gemm", "pixels", "winograd", "winograd23", nullptr};
 
 const char* kernel_of(const void* state) {
-  switch (static_cast<const State*>(state)->path) {
+  const State* s = static_cast<const State*>(state);
+  switch (s->path) {
     case Path::kDepthwise3x3: return "depthwise3x3";
     case Path::kGemmPixels: return "pixels";
-    case Path::kWinograd: return "winograd";
+    case Path::kWinograd: return s->wk->tile == 2 ? "winograd23" : "winograd";
     default: return "gemm";
   }
 }

@@ -1,7 +1,12 @@
-// The F(4x4, 3x3) tile transforms written once over L lanes (one tile per lane). The scalar level
-// runs them with L = 1 and is the oracle of test_winograd.cc; the AVX2 and AVX-512 levels have
-// their own intrinsics versions (x86/f32-winograd-*.cc, docs/kernels.md "Winograd transforms") and
-// include this header only for the shared declarations.
+// The Winograd tile transforms written once over L lanes (one tile per lane), for F(4x4, 3x3)
+// (F43) and F(2x2, 3x3) (F23): each kind gives its tile, its window and its 1-D transforms, and
+// input<Kind, L> / output<Kind, L> apply them along both axes. F(4x4, 3x3): the scalar level runs
+// them with L = 1 and is the oracle of test_winograd.cc; the AVX2 and AVX-512 levels have their
+// own intrinsics versions (x86/f32-winograd-*.cc, docs/kernels.md "Winograd transforms").
+// F(2x2, 3x3): every level runs these templates, with its own L (the transforms are a few adds per
+// tile against the GEMMs' C multiply-adds).
+//
+// F(4x4, 3x3):
 //
 //   B^T = [4  0 -5  0  1  0]    A^T = [1  1  1  1  1  0]
 //         [0 -4 -4  1  1  0]          [0  1 -1  2 -2  0]
@@ -9,6 +14,13 @@
 //         [0 -2 -1  2  1  0]          [0  1 -1  8 -8  1]
 //         [0  2 -1 -2  1  0]
 //         [0  4  0 -5  0  1]
+//
+// F(2x2, 3x3):
+//
+//   B^T = [1  0 -1  0]    A^T = [1  1  1  0]    G = [  1     0     0 ]
+//         [0  1  1  0]          [0  1 -1 -1]        [ 1/2   1/2   1/2]
+//         [0 -1  1  0]                              [ 1/2  -1/2   1/2]
+//         [0  1  0 -1]                              [  0     0     1 ]
 #pragma once
 
 #include <cstdint>
@@ -19,50 +31,80 @@
 namespace ds {
 namespace winograd {
 
-// t = B^T d for one column of 6 lane vectors.
-template <int L>
-inline void input_1d(const float (*d)[L], float (*t)[L]) {
-  for (int k = 0; k < L; ++k) {
-    const float d0 = d[0][k], d1 = d[1][k], d2 = d[2][k], d3 = d[3][k], d4 = d[4][k], d5 = d[5][k];
-    t[0][k] = 4.0f * d0 - 5.0f * d2 + d4;
-    t[1][k] = d3 + d4 - 4.0f * (d1 + d2);
-    t[2][k] = d4 - d3 + 4.0f * (d1 - d2);
-    t[3][k] = d4 - d2 + 2.0f * (d3 - d1);
-    t[4][k] = d4 - d2 - 2.0f * (d3 - d1);
-    t[5][k] = 4.0f * d1 - 5.0f * d3 + d5;
-  }
-}
+struct F43 {
+  static constexpr int kTile = 4, kWindow = 6;
 
-// o = A^T m for one column of 6 lane vectors.
-template <int L>
-inline void output_1d(const float (*m)[L], float (*o)[L]) {
-  for (int k = 0; k < L; ++k) {
-    const float a = m[1][k] + m[2][k], b = m[1][k] - m[2][k];
-    const float c = m[3][k] + m[4][k], d = m[3][k] - m[4][k];
-    o[0][k] = m[0][k] + a + c;
-    o[1][k] = b + 2.0f * d;
-    o[2][k] = a + 4.0f * c;
-    o[3][k] = b + 8.0f * d + m[5][k];
+  // t = B^T d for one column of 6 lane vectors.
+  template <int L>
+  static void input_1d(const float (*d)[L], float (*t)[L]) {
+    for (int k = 0; k < L; ++k) {
+      const float d0 = d[0][k], d1 = d[1][k], d2 = d[2][k], d3 = d[3][k], d4 = d[4][k], d5 = d[5][k];
+      t[0][k] = 4.0f * d0 - 5.0f * d2 + d4;
+      t[1][k] = d3 + d4 - 4.0f * (d1 + d2);
+      t[2][k] = d4 - d3 + 4.0f * (d1 - d2);
+      t[3][k] = d4 - d2 + 2.0f * (d3 - d1);
+      t[4][k] = d4 - d2 - 2.0f * (d3 - d1);
+      t[5][k] = 4.0f * d1 - 5.0f * d3 + d5;
+    }
   }
-}
 
-template <int L>
+  // o = A^T m for one column of 6 lane vectors.
+  template <int L>
+  static void output_1d(const float (*m)[L], float (*o)[L]) {
+    for (int k = 0; k < L; ++k) {
+      const float a = m[1][k] + m[2][k], b = m[1][k] - m[2][k];
+      const float c = m[3][k] + m[4][k], d = m[3][k] - m[4][k];
+      o[0][k] = m[0][k] + a + c;
+      o[1][k] = b + 2.0f * d;
+      o[2][k] = a + 4.0f * c;
+      o[3][k] = b + 8.0f * d + m[5][k];
+    }
+  }
+};
+
+struct F23 {
+  static constexpr int kTile = 2, kWindow = 4;
+
+  // t = B^T d for one column of 4 lane vectors.
+  template <int L>
+  static void input_1d(const float (*d)[L], float (*t)[L]) {
+    for (int k = 0; k < L; ++k) {
+      t[0][k] = d[0][k] - d[2][k];
+      t[1][k] = d[1][k] + d[2][k];
+      t[2][k] = d[2][k] - d[1][k];
+      t[3][k] = d[1][k] - d[3][k];
+    }
+  }
+
+  // o = A^T m for one column of 4 lane vectors.
+  template <int L>
+  static void output_1d(const float (*m)[L], float (*o)[L]) {
+    for (int k = 0; k < L; ++k) {
+      o[0][k] = m[0][k] + m[1][k] + m[2][k];
+      o[1][k] = m[1][k] - m[2][k] - m[3][k];
+    }
+  }
+};
+
+// V = B^T d B of `count` windows side by side (see WinogradInputFn).
+template <class F, int L>
 void input(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
-  float rows[6][6][L];  // rows[i] = B^T applied along x to input row i: rows[i][b][lane]
-  for (int i = 0; i < 6; ++i) {
+  constexpr int M = F::kTile, W = F::kWindow;
+  float rows[W][W][L];  // rows[i] = B^T applied along x to input row i: rows[i][b][lane]
+  for (int i = 0; i < W; ++i) {
     const float* r = x + i * x_stride;
-    float d[6][L];
-    for (int j = 0; j < 6; ++j)
-      for (int k = 0; k < L; ++k) d[j][k] = r[4 * k + j];
-    input_1d<L>(d, rows[i]);
+    float d[W][L];
+    for (int j = 0; j < W; ++j)
+      for (int k = 0; k < L; ++k) d[j][k] = r[M * k + j];
+    F::template input_1d<L>(d, rows[i]);
   }
-  for (int b = 0; b < 6; ++b) {
-    float col[6][L], t[6][L];
-    for (int i = 0; i < 6; ++i)
+  for (int b = 0; b < W; ++b) {
+    float col[W][L], t[W][L];
+    for (int i = 0; i < W; ++i)
       for (int k = 0; k < L; ++k) col[i][k] = rows[i][b][k];
-    input_1d<L>(col, t);
-    for (int a = 0; a < 6; ++a) {
-      float* dst = v + (a * 6 + b) * v_stride;
+    F::template input_1d<L>(col, t);
+    for (int a = 0; a < W; ++a) {
+      float* dst = v + (a * W + b) * v_stride;
       if (count == L) {
         for (int k = 0; k < L; ++k) dst[k] = t[a][k];
       } else {
@@ -72,25 +114,11 @@ void input(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_
   }
 }
 
-template <int L>
-void output(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y, int64_t y_stride) {
-  float s[4][6][L];  // s[r][b] = sum over a of A^T[r][a] M[a][b]
-  for (int b = 0; b < 6; ++b) {
-    float col[6][L], t[4][L];
-    for (int a = 0; a < 6; ++a)
-      for (int k = 0; k < L; ++k) col[a][k] = m[(a * 6 + b) * m_stride + k];
-    output_1d<L>(col, t);
-    for (int r = 0; r < 4; ++r)
-      for (int k = 0; k < L; ++k) s[r][b][k] = t[r][k];
-  }
-  float patch[4][4 * L];  // the output rows, tiles interleaved: patch[r][4 * lane + c]
-  for (int r = 0; r < 4; ++r) {
-    float t[4][L];
-    output_1d<L>(s[r], t);
-    for (int k = 0; k < L; ++k)
-      for (int c = 0; c < 4; ++c) patch[r][4 * k + c] = t[c][k] + o.bias;
-  }
-  const int64_t cols = o.cols < 4 * count ? o.cols : 4 * count;
+// Stores an m x m*count output patch (tiles interleaved: patch[r][m * lane + c]) to y, clipped
+// to o.rows x o.cols: + residual, then the activation.
+template <int M, int L>
+void store_patch(const float (*patch)[M * L], int64_t count, const WinogradOutput& o, float* y, int64_t y_stride) {
+  const int64_t cols = o.cols < M * count ? o.cols : M * count;
   for (int64_t r = 0; r < o.rows; ++r) {
     float* yr = y + r * y_stride;
     const float* pr = patch[r];
@@ -107,6 +135,29 @@ void output(const float* m, int64_t m_stride, int64_t count, const WinogradOutpu
       for (int64_t q = 0; q < cols; ++q) yr[q] = gemm_activate(o.act, pr[q], o.alpha, o.beta);
     }
   }
+}
+
+// y = A^T M A + bias (+ residual), activated, of `count` tiles (see WinogradOutputFn).
+template <class F, int L>
+void output(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y, int64_t y_stride) {
+  constexpr int M = F::kTile, W = F::kWindow;
+  float s[M][W][L];  // s[r][b] = sum over a of A^T[r][a] M[a][b]
+  for (int b = 0; b < W; ++b) {
+    float col[W][L], t[M][L];
+    for (int a = 0; a < W; ++a)
+      for (int k = 0; k < L; ++k) col[a][k] = m[(a * W + b) * m_stride + k];
+    F::template output_1d<L>(col, t);
+    for (int r = 0; r < M; ++r)
+      for (int k = 0; k < L; ++k) s[r][b][k] = t[r][k];
+  }
+  float patch[M][M * L];  // the output rows, tiles interleaved: patch[r][M * lane + c]
+  for (int r = 0; r < M; ++r) {
+    float t[M][L];
+    F::template output_1d<L>(s[r], t);
+    for (int k = 0; k < L; ++k)
+      for (int c = 0; c < M; ++c) patch[r][M * k + c] = t[c][k] + o.bias;
+  }
+  store_patch<M, L>(patch, count, o, y, y_stride);
 }
 
 }  // namespace winograd

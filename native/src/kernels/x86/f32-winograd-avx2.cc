@@ -169,9 +169,20 @@ void output__avx2(const float* m, int64_t m_stride, int64_t count, const Winogra
   for (int64_t r = 0; r < o.rows; ++r)
     for (int64_t c = 0; c < cols; ++c) y[r * y_stride + c] = gemm_activate(o.act, y[r * y_stride + c], o.alpha, o.beta);
 }
+
+// F(2x2, 3x3): the shared templates with 8 lanes, compiled for this level.
+void input23__avx2(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
+  winograd::input<winograd::F23, kLanes>(x, x_stride, count, v, v_stride);
+}
+void output23__avx2(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
+                    int64_t y_stride) {
+  winograd::output<winograd::F23, kLanes>(m, m_stride, count, o, y, y_stride);
+}
 }  // namespace
 
-const WinogradKernels ds_f32_winograd43_kernels__avx2 = {"ds_f32_winograd43__avx2", kLanes, input__avx2,
-                                                         output__avx2};
+const WinogradKernels ds_f32_winograd43_kernels__avx2 = {
+    "ds_f32_winograd43__avx2", 4, kLanes, input__avx2, output__avx2, ds_f32_winograd43_filter};
+const WinogradKernels ds_f32_winograd23_kernels__avx2 = {
+    "ds_f32_winograd23__avx2", 2, kLanes, input23__avx2, output23__avx2, ds_f32_winograd23_filter};
 
 }  // namespace ds
