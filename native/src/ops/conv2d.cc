@@ -603,7 +603,7 @@ WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& 
 // layer and =2 takes F(2x2, 3x3) there instead (tests, benchmarks).
 bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, const GemmKernels& g) {
   const char* force = std::getenv("DS_CONV_WINOGRAD");
-  if (force && *force) return force[0] != '0';
+  if (force && *force) return force[0] == '1' || force[0] == '2';
   // Pieces with taps past the kernel (5x5, 7x7) only where deepslim tune measures them faster:
   // FaceNet-1M's 5x5 and 7x7 layers ran 1.6-1.9x slower (few channels or few tiles).
   if (kh % 3 != 0 || kw % 3 != 0) return false;
@@ -759,7 +759,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     const char* force = std::getenv("DS_CONV_WINOGRAD");
     const bool f23 = p.kernel_choice == "winograd23" ||
                      (p.kernel_choice != "winograd" && force && force[0] == '2');
-    s->wk = f23 ? t.winograd23 : t.winograd43;
+    s->wk = f23 && t.winograd23 ? t.winograd23 : t.winograd43;
     const int64_t positions = s->wk->positions();
     const int64_t o = w[0], c = w[1], kh = w[2], kw = w[3], pw = ceil_div(kw, 3);
     const int64_t pieces = ceil_div(kh, 3) * pw, cv = c * pieces;

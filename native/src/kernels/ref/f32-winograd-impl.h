@@ -30,6 +30,10 @@
 
 namespace ds {
 namespace winograd {
+// Internal linkage: each level's translation unit (compiled with its own -m flags) keeps its own
+// copy. With external linkage the linker would keep one copy of, say, input<F23, 8> for the AVX2
+// and the AVX-512 levels alike, whichever object came first (AVX-512 instructions on the AVX2 level).
+namespace {
 
 struct F43 {
   static constexpr int kTile = 4, kWindow = 6;
@@ -160,5 +164,6 @@ void output(const float* m, int64_t m_stride, int64_t count, const WinogradOutpu
   store_patch<M, L>(patch, count, o, y, y_stride);
 }
 
+}  // namespace
 }  // namespace winograd
 }  // namespace ds

@@ -219,7 +219,7 @@ void output__avx512(const float* m, int64_t m_stride, int64_t count, const Winog
 
 // F(2x2, 3x3): the shared templates, compiled for this level, with 8 lanes: they compute every lane
 // whatever `count` is, and the 7x7 planes it pays on have rows of 4 tiles (ResNet-18's 512 -> 512
-// at 7x7, BENCH_P10=1 bench_conv layer, 1 thread: 16 lanes 2.38 ms, 8 or 4 lanes 1.72-1.74).
+// at 7x7, BENCH_P10=1 bench_conv layer, 1 thread: 16 lanes 2.38 ms, 8 lanes 1.69-1.71).
 constexpr int kLanes23 = 8;
 void input23__avx512(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
   winograd::input<winograd::F23, kLanes23>(x, x_stride, count, v, v_stride);
