@@ -40,8 +40,9 @@ const KernelTable kScalarTable = {
 // The Winograd transforms of a level, by its name: F(4x4, 3x3) (tile 4) or F(2x2, 3x3) (tile 2).
 const WinogradKernels* winograd_for(const char* isa, int tile) {
 #if defined(DEEPSLIM_X86_KERNELS)
+  // F(2x2, 3x3) has no AVX-512 version: the AVX2 one (8 tiles per call) serves that level too.
   if (std::strcmp(isa, "avx512") == 0)
-    return tile == 2 ? &ds_f32_winograd23_kernels__avx512 : &ds_f32_winograd43_kernels__avx512;
+    return tile == 2 ? &ds_f32_winograd23_kernels__avx2 : &ds_f32_winograd43_kernels__avx512;
   if (std::strcmp(isa, "avx2") == 0)
     return tile == 2 ? &ds_f32_winograd23_kernels__avx2 : &ds_f32_winograd43_kernels__avx2;
 #endif

@@ -52,6 +52,5 @@ extern const WinogradKernels ds_f32_winograd43_kernels__avx2;
 extern const WinogradKernels ds_f32_winograd43_kernels__avx512;
 extern const WinogradKernels ds_f32_winograd23_kernels__scalar;
 extern const WinogradKernels ds_f32_winograd23_kernels__avx2;
-extern const WinogradKernels ds_f32_winograd23_kernels__avx512;
 
 }  // namespace ds

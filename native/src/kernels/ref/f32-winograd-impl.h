@@ -1,10 +1,9 @@
 // The Winograd tile transforms written once over L lanes (one tile per lane), for F(4x4, 3x3)
 // (F43) and F(2x2, 3x3) (F23): each kind gives its tile, its window and its 1-D transforms, and
-// input<Kind, L> / output<Kind, L> apply them along both axes. F(4x4, 3x3): the scalar level runs
-// them with L = 1 and is the oracle of test_winograd.cc; the AVX2 and AVX-512 levels have their
-// own intrinsics versions (x86/f32-winograd-*.cc, docs/kernels.md "Winograd transforms").
-// F(2x2, 3x3): every level runs these templates, with its own L (the transforms are a few adds per
-// tile against the GEMMs' C multiply-adds).
+// input<Kind, L> / output<Kind, L> apply them along both axes. The scalar level runs them with
+// L = 1 and is the oracle of test_winograd.cc; the x86 levels have their own intrinsics versions
+// (x86/f32-winograd-*.cc, docs/kernels.md "Winograd transforms"; F(2x2, 3x3) one AVX2 version for
+// both).
 //
 // F(4x4, 3x3):
 //

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "kernels/ref/f32-winograd-impl.h"
+#include "kernels/x86/f32-winograd-act.h"
 #include "kernels/x86/f32-store-avx2.h"
 
 namespace ds {
@@ -107,6 +108,27 @@ inline __m256 activate(__m256 x, __m256 alpha, __m256 beta) {
   }
 }
 
+// Row r of an output patch, `groups` vectors of 8 columns (the last holding `last` of them): +
+// residual, the activation, the stores (partial at the patch edge).
+template <int Act, int G>
+inline void store_row(const __m256 (&q)[G], int64_t groups, int64_t last, __m256i last_mask, const WinogradOutput& o,
+                      int r, float* y, int64_t y_stride, __m256 alpha, __m256 beta) {
+  float* yr = y + r * y_stride;
+  const float* res = o.residual ? o.residual + r * o.residual_stride : nullptr;
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    if (g >= groups) break;
+    __m256 val = q[g];
+    if (g + 1 < groups || last == 8) {
+      if (res) val = _mm256_add_ps(val, _mm256_loadu_ps(res + 8 * g));
+      _mm256_storeu_ps(yr + 8 * g, activate<Act>(val, alpha, beta));
+    } else {
+      if (res) val = _mm256_add_ps(val, _mm256_maskload_ps(res + 8 * g, last_mask));
+      x86::store_partial(yr + 8 * g, activate<Act>(val, alpha, beta), last);
+    }
+  }
+}
+
 template <int Act>
 void output_act(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y, int64_t y_stride) {
   __m256 s[4][6];  // s[r][b] = sum over a of A^T[r][a] M[a][b]
@@ -136,47 +158,105 @@ void output_act(const float* m, int64_t m_stride, int64_t count, const WinogradO
     const __m256 x2 = _mm256_shuffle_ps(u1, u3, 0x44), x3 = _mm256_shuffle_ps(u1, u3, 0xEE);
     const __m256 q[4] = {_mm256_permute2f128_ps(x0, x1, 0x20), _mm256_permute2f128_ps(x2, x3, 0x20),
                          _mm256_permute2f128_ps(x0, x1, 0x31), _mm256_permute2f128_ps(x2, x3, 0x31)};
-    float* yr = y + r * y_stride;
-    const float* res = o.residual ? o.residual + r * o.residual_stride : nullptr;
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-      if (g >= groups) break;
-      __m256 val = q[g];
-      if (g + 1 < groups || last == 8) {
-        if (res) val = _mm256_add_ps(val, _mm256_loadu_ps(res + 8 * g));
-        _mm256_storeu_ps(yr + 8 * g, activate<Act>(val, alpha, beta));
-      } else {
-        if (res) val = _mm256_add_ps(val, _mm256_maskload_ps(res + 8 * g, last_mask));
-        x86::store_partial(yr + 8 * g, activate<Act>(val, alpha, beta), last);
-      }
-    }
+    store_row<Act>(q, groups, last, last_mask, o, r, y, y_stride, alpha, beta);
   }
 }
 
 void output__avx2(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
                   int64_t y_stride) {
-  switch (o.act) {
-    case 0: return output_act<0>(m, m_stride, count, o, y, y_stride);
-    case 1: return output_act<1>(m, m_stride, count, o, y, y_stride);
-    case 2: return output_act<2>(m, m_stride, count, o, y, y_stride);
-    case 3: return output_act<3>(m, m_stride, count, o, y, y_stride);
-    case 5: return output_act<5>(m, m_stride, count, o, y, y_stride);
-    case 6: return output_act<6>(m, m_stride, count, o, y, y_stride);
-    default: break;
-  }
-  output_act<0>(m, m_stride, count, o, y, y_stride);  // then the activation in scalar code
-  const int64_t cols = o.cols < 4 * count ? o.cols : 4 * count;
-  for (int64_t r = 0; r < o.rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) y[r * y_stride + c] = gemm_activate(o.act, y[r * y_stride + c], o.alpha, o.beta);
+  x86::winograd_output_act(o, 4, count, y, y_stride, [&](auto act) {
+    output_act<decltype(act)::value>(m, m_stride, count, o, y, y_stride);
+  });
 }
 
-// F(2x2, 3x3): the shared templates with 8 lanes, compiled for this level.
-void input23__avx2(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
-  winograd::input<winograd::F23, kLanes>(x, x_stride, count, v, v_stride);
+// F(2x2, 3x3), 8 tiles per call; the AVX-512 level runs these too (the 7x7 planes where F(2x2,
+// 3x3) pays have rows of 4 tiles: 16 lanes would be mostly empty; the shared 8-lane templates took
+// 17% of ResNet-18's 512 -> 512 at 7x7). The same additions in the same order as the scalar
+// templates, so V and M are bit for bit the scalar level's.
+//
+// Input: each of the 4 window rows is 18 floats of a padded plane row (tile k at 2k): d0 / d1 are
+// the even / odd columns of its first 16, d2 / d3 those of the 16 from column 2.
+inline __m256 even_lanes(__m256 a, __m256 b) {  // a0 a2 a4 a6 b0 b2 b4 b6
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
 }
+inline __m256 odd_lanes(__m256 a, __m256 b) {  // a1 a3 a5 a7 b1 b3 b5 b7
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+
+// t = B^T d for F(2x2, 3x3).
+inline void input23_1d(const __m256 d[4], __m256 t[4]) {
+  t[0] = _mm256_sub_ps(d[0], d[2]);
+  t[1] = _mm256_add_ps(d[1], d[2]);
+  t[2] = _mm256_sub_ps(d[2], d[1]);
+  t[3] = _mm256_sub_ps(d[1], d[3]);
+}
+
+void input23__avx2(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
+  __m256 rows[4][4];  // rows[i][b]: B^T along window row i
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const float* r = x + i * x_stride;
+    const __m256 r0 = _mm256_loadu_ps(r), r1 = _mm256_loadu_ps(r + 8);
+    const __m256 r2 = _mm256_loadu_ps(r + 2), r3 = _mm256_loadu_ps(r + 10);
+    const __m256 d[4] = {even_lanes(r0, r1), odd_lanes(r0, r1), even_lanes(r2, r3), odd_lanes(r2, r3)};
+    input23_1d(d, rows[i]);
+  }
+#pragma GCC unroll 4
+  for (int b = 0; b < 4; ++b) {
+    const __m256 col[4] = {rows[0][b], rows[1][b], rows[2][b], rows[3][b]};
+    __m256 t[4];
+    input23_1d(col, t);
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; ++a) {
+      float* dst = v + (a * 4 + b) * v_stride;
+      if (count == kLanes) _mm256_storeu_ps(dst, t[a]);
+      else x86::store_partial(dst, t[a], count);
+    }
+  }
+}
+
+// o = A^T m for F(2x2, 3x3).
+inline void output23_1d(const __m256 m[4], __m256 o[2]) {
+  o[0] = _mm256_add_ps(_mm256_add_ps(m[0], m[1]), m[2]);
+  o[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
+}
+
+// Output: A^T down the columns, then along the rows, + bias; each output row's two columns per
+// tile are interleaved into 2 vectors of 8 columns, then the residual, the activation and the
+// stores (partial at the patch edge).
+template <int Act>
+void output23_act(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
+                  int64_t y_stride) {
+  __m256 s[2][4];  // s[r][b] = sum over a of A^T[r][a] M[a][b]
+#pragma GCC unroll 4
+  for (int b = 0; b < 4; ++b) {
+    __m256 col[4], t[2];
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; ++a) col[a] = _mm256_loadu_ps(m + (a * 4 + b) * m_stride);
+    output23_1d(col, t);
+    s[0][b] = t[0], s[1][b] = t[1];
+  }
+  const int64_t cols = o.cols < 2 * count ? o.cols : 2 * count;
+  const int64_t groups = (cols + 7) / 8, last = cols - 8 * (groups - 1);  // 1..2 vectors of 8 columns
+  const __m256 bias = _mm256_set1_ps(o.bias), alpha = _mm256_set1_ps(o.alpha), beta = _mm256_set1_ps(o.beta);
+  const __m256i last_mask = lane_mask(last);
+#pragma GCC unroll 2
+  for (int r = 0; r < 2; ++r) {
+    if (r >= o.rows) break;
+    __m256 t[2];
+    output23_1d(s[r], t);
+    t[0] = _mm256_add_ps(t[0], bias), t[1] = _mm256_add_ps(t[1], bias);
+    const __m256 lo = _mm256_unpacklo_ps(t[0], t[1]), hi = _mm256_unpackhi_ps(t[0], t[1]);
+    const __m256 q[2] = {_mm256_permute2f128_ps(lo, hi, 0x20), _mm256_permute2f128_ps(lo, hi, 0x31)};
+    store_row<Act>(q, groups, last, last_mask, o, r, y, y_stride, alpha, beta);
+  }
+}
+
 void output23__avx2(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
                     int64_t y_stride) {
-  winograd::output<winograd::F23, kLanes>(m, m_stride, count, o, y, y_stride);
+  x86::winograd_output_act(o, 2, count, y, y_stride, [&](auto act) {
+    output23_act<decltype(act)::value>(m, m_stride, count, o, y, y_stride);
+  });
 }
 }  // namespace
 

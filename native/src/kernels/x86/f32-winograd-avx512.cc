@@ -16,6 +16,7 @@
 #endif
 
 #include "kernels/ref/f32-winograd-impl.h"
+#include "kernels/x86/f32-winograd-act.h"
 
 namespace ds {
 namespace {
@@ -202,37 +203,14 @@ void output_act(const float* m, int64_t m_stride, int64_t count, const WinogradO
 
 void output__avx512(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
                     int64_t y_stride) {
-  switch (o.act) {
-    case 0: return output_act<0>(m, m_stride, count, o, y, y_stride);
-    case 1: return output_act<1>(m, m_stride, count, o, y, y_stride);
-    case 2: return output_act<2>(m, m_stride, count, o, y, y_stride);
-    case 3: return output_act<3>(m, m_stride, count, o, y, y_stride);
-    case 5: return output_act<5>(m, m_stride, count, o, y, y_stride);
-    case 6: return output_act<6>(m, m_stride, count, o, y, y_stride);
-    default: break;
-  }
-  output_act<0>(m, m_stride, count, o, y, y_stride);  // then the activation in scalar code
-  const int64_t cols = o.cols < 4 * count ? o.cols : 4 * count;
-  for (int64_t r = 0; r < o.rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) y[r * y_stride + c] = gemm_activate(o.act, y[r * y_stride + c], o.alpha, o.beta);
+  x86::winograd_output_act(o, 4, count, y, y_stride, [&](auto act) {
+    output_act<decltype(act)::value>(m, m_stride, count, o, y, y_stride);
+  });
 }
 
-// F(2x2, 3x3): the shared templates, compiled for this level, with 8 lanes: they compute every lane
-// whatever `count` is, and the 7x7 planes it pays on have rows of 4 tiles (ResNet-18's 512 -> 512
-// at 7x7, BENCH_P10=1 bench_conv layer, 1 thread: 16 lanes 2.38 ms, 8 lanes 1.69-1.71).
-constexpr int kLanes23 = 8;
-void input23__avx512(const float* x, int64_t x_stride, int64_t count, float* v, int64_t v_stride) {
-  winograd::input<winograd::F23, kLanes23>(x, x_stride, count, v, v_stride);
-}
-void output23__avx512(const float* m, int64_t m_stride, int64_t count, const WinogradOutput& o, float* y,
-                      int64_t y_stride) {
-  winograd::output<winograd::F23, kLanes23>(m, m_stride, count, o, y, y_stride);
-}
 }  // namespace
 
 const WinogradKernels ds_f32_winograd43_kernels__avx512 = {
     "ds_f32_winograd43__avx512", 4, kLanes, input__avx512, output__avx512, ds_f32_winograd43_filter};
-const WinogradKernels ds_f32_winograd23_kernels__avx512 = {
-    "ds_f32_winograd23__avx512", 2, kLanes23, input23__avx512, output23__avx512, ds_f32_winograd23_filter};
 
 }  // namespace ds
