@@ -172,7 +172,8 @@ void output__avx2(const float* m, int64_t m_stride, int64_t count, const Winogra
 // F(2x2, 3x3), 8 tiles per call; the AVX-512 level runs these too (the 7x7 planes where F(2x2,
 // 3x3) pays have rows of 4 tiles: 16 lanes would be mostly empty; the shared 8-lane templates took
 // 17% of ResNet-18's 512 -> 512 at 7x7). The same additions in the same order as the scalar
-// templates, so V and M are bit for bit the scalar level's.
+// templates: V, and the output before an activation other than relu, are the scalar level's bit
+// for bit.
 //
 // Input: each of the 4 window rows is 18 floats of a padded plane row (tile k at 2k): d0 / d1 are
 // the even / odd columns of its first 16, d2 / d3 those of the 16 from column 2.
