@@ -29,9 +29,9 @@
 
 namespace ds {
 namespace winograd {
-// Internal linkage: each level's translation unit (compiled with its own -m flags) keeps its own
-// copy. With external linkage the linker would keep one copy of, say, input<F23, 8> for the AVX2
-// and the AVX-512 levels alike, whichever object came first (AVX-512 instructions on the AVX2 level).
+// Internal linkage: a translation unit that includes these (each kernel level compiles with its
+// own -m flags) keeps its own copy; with external linkage the linker keeps one copy for all of them
+// (AVX-512 instructions could then run at a lower level).
 namespace {
 
 struct F43 {

@@ -14,7 +14,7 @@ namespace {
 
 // Calls output(std::integral_constant<int, Act>{}) with o.act for the codes the vector code
 // applies (0, 1, 2, 3, 5, 6); for the others, output with 0 and then the activation in scalar code
-// over the patch it wrote (o.rows x min(o.cols, tile * count)).
+// over the patch it wrote (min(o.rows, tile) x min(o.cols, tile * count)).
 template <class Output>
 void winograd_output_act(const WinogradOutput& o, int64_t tile, int64_t count, float* y, int64_t y_stride,
                          Output&& output) {
@@ -28,8 +28,8 @@ void winograd_output_act(const WinogradOutput& o, int64_t tile, int64_t count, f
     default: break;
   }
   output(std::integral_constant<int, 0>{});
-  const int64_t cols = o.cols < tile * count ? o.cols : tile * count;
-  for (int64_t r = 0; r < o.rows; ++r)
+  const int64_t rows = o.rows < tile ? o.rows : tile, cols = o.cols < tile * count ? o.cols : tile * count;
+  for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) y[r * y_stride + c] = gemm_activate(o.act, y[r * y_stride + c], o.alpha, o.beta);
 }
 

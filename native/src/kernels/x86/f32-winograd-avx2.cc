@@ -7,9 +7,10 @@
 // Output: M is summed by A^T down the columns, then along the rows (the bias rides on M[1][1],
 // which reaches every output with weight 1); each output row is re-interleaved into 4 vectors of
 // 8 columns, and the residual, the activation and masked stores at the patch edge follow.
+//
+// F(2x2, 3x3) transforms, 8 tiles per call, at the avx2 and the avx512 level (below).
 #include <immintrin.h>
 
-#include "kernels/ref/f32-winograd-impl.h"
 #include "kernels/x86/f32-winograd-act.h"
 #include "kernels/x86/f32-store-avx2.h"
 
@@ -172,8 +173,8 @@ void output__avx2(const float* m, int64_t m_stride, int64_t count, const Winogra
 // F(2x2, 3x3), 8 tiles per call; the AVX-512 level runs these too (the 7x7 planes where F(2x2,
 // 3x3) pays have rows of 4 tiles: 16 lanes would be mostly empty; the shared 8-lane templates took
 // 17% of ResNet-18's 512 -> 512 at 7x7). The same additions in the same order as the scalar
-// templates: V, and the output before an activation other than relu, are the scalar level's bit
-// for bit.
+// templates: V and the output are the scalar level's bit for bit, activations included, except
+// codes 5 and 6 (multiply-adds fused here; test_winograd.cc checks both).
 //
 // Input: each of the 4 window rows is 18 floats of a padded plane row (tile k at 2k): d0 / d1 are
 // the even / odd columns of its first 16, d2 / d3 those of the 16 from column 2.
@@ -210,7 +211,7 @@ void input23__avx2(const float* x, int64_t x_stride, int64_t count, float* v, in
 #pragma GCC unroll 4
     for (int a = 0; a < 4; ++a) {
       float* dst = v + (a * 4 + b) * v_stride;
-      if (count == kLanes) _mm256_storeu_ps(dst, t[a]);
+      if (count >= kLanes) _mm256_storeu_ps(dst, t[a]);
       else x86::store_partial(dst, t[a], count);
     }
   }

@@ -15,7 +15,6 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-#include "kernels/ref/f32-winograd-impl.h"
 #include "kernels/x86/f32-winograd-act.h"
 
 namespace ds {
