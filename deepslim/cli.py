@@ -224,8 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("tune", help="time each node's kernel choices in-model and cache the fastest beside the model",
                        description="For every node whose op has several kernels (conv2d: gemm, pixels, "
-                       "winograd (F(4x4,3x3)), winograd23 (F(2x2,3x3))), time each kernel inside the whole model on this CPU (sessions interleaved "
-                       "round by round, outputs checked against the op rules' output) and keep the fastest. "
+                       "winograd (F(4x4,3x3)), winograd23 (F(2x2,3x3))), time each kernel inside the whole "
+                       "model on this CPU (sessions interleaved round by round, outputs checked against the op "
+                       "rules' output) and keep the fastest. "
                        "The choices go to MODEL.dsm.tune.json, per CPU model, SIMD level and thread count; "
                        "deepslim.runtime.Session (and everything built on it) uses them from then on.")
     s.add_argument("model", help="the .dsm file")

@@ -598,12 +598,17 @@ WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& 
   return q;
 }
 
-// Winograd F(4x4, 3x3) where it pays, by measurement (docs/kernels.md, "conv2d"), for a kh x kw
-// kernel (3x3, or its 3x3 pieces); DS_CONV_WINOGRAD=0 turns it off, =1 takes it for every eligible
-// layer and =2 takes F(2x2, 3x3) there instead (tests, benchmarks).
-bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, const GemmKernels& g) {
+// DS_CONV_WINOGRAD (tests, benchmarks): '0' Winograd off, '1' F(4x4, 3x3) for every eligible
+// layer, '2' F(2x2, 3x3) there instead; 0 when unset or empty (the rule decides).
+char winograd_forced() {
   const char* force = std::getenv("DS_CONV_WINOGRAD");
-  if (force && *force) return force[0] == '1' || force[0] == '2';
+  return force ? force[0] : 0;
+}
+
+// Winograd F(4x4, 3x3) where it pays, by measurement (docs/kernels.md, "conv2d"), for a kh x kw
+// kernel (3x3, or its 3x3 pieces), unless DS_CONV_WINOGRAD decides (winograd_forced).
+bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, const GemmKernels& g) {
+  if (const char force = winograd_forced()) return force == '1' || force == '2';
   // Pieces with taps past the kernel (5x5, 7x7) only where deepslim tune measures them faster:
   // FaceNet-1M's 5x5 and 7x7 layers ran 1.6-1.9x slower (few channels or few tiles).
   if (kh % 3 != 0 || kw % 3 != 0) return false;
@@ -756,9 +761,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   if (s->path == Path::kWinograd) {
     // U[xi] [O x C * pieces] from each 3x3 piece of each filter (column ci * pieces + piece), then
     // packed as A: storage holds one packed matrix per position (36 or 16).
-    const char* force = std::getenv("DS_CONV_WINOGRAD");
-    const bool f23 = p.kernel_choice == "winograd23" ||
-                     (p.kernel_choice != "winograd" && force && force[0] == '2');
+    const bool f23 = p.kernel_choice == "winograd23" || (p.kernel_choice != "winograd" && winograd_forced() == '2');
     s->wk = f23 && t.winograd23 ? t.winograd23 : t.winograd43;
     const int64_t positions = s->wk->positions();
     const int64_t o = w[0], c = w[1], kh = w[2], kw = w[3], pw = ceil_div(kw, 3);

@@ -17,11 +17,11 @@ namespace {
 
 constexpr int kMr = 12, kNr = 32;
 // A packed A panel is prefetched this many k steps ahead of its use (64 x 48 B = 3 KB; near a
-// panel's end that is the lines after it: the next panel when K fits one K block). Winograd's position matrices (weights
-// of 256 x 256 and up, each weight used for few tiles) stream from L3 or memory faster than the
-// hardware prefetcher brings them in: ResNet-18 stage 2 (3x3 256 -> 256 at 14 x 14, in-model p10, 1 thread)
-// 1.07-1.10 -> 0.85-0.89 ms; 16 / 32 / 128 / 256 steps ahead: 0.94-0.99 / 0.88-0.94 / 0.86-0.92 /
-// 0.87-0.91 (BENCHMARKS.md, thirteenth round).
+// panel's end that is the lines after it: the next panel when K fits one K block). Winograd's
+// position matrices (weights of 256 x 256 and up, each weight used for few tiles) stream from L3
+// or memory faster than the hardware prefetcher brings them in: ResNet-18 stage 2 (3x3 256 -> 256
+// at 14 x 14, in-model p10, 1 thread) 1.07-1.10 -> 0.85-0.89 ms; 16 / 32 / 128 / 256 steps ahead:
+// 0.94-0.99 / 0.88-0.94 / 0.86-0.92 / 0.87-0.91 (BENCHMARKS.md, thirteenth round).
 constexpr int kPrefetchASteps = 64;
 // kc x 32 B panel = 48 KB (the L1d size: it streams from L2 when it does not stay); mc x kc A
 // block = 360 KB of the 1 MB L2; kc x nc B block = 1.1 MB. Chosen by measurement (docs/kernels.md).
