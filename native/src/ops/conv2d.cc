@@ -9,11 +9,12 @@
 //   - few output pixels per channel (N = OH*OW <= 4 * O/group, from the input's declared H, W;
 //     for 1x1 see pixels_pay): Y^T = im2col^T . W^T with pixels as GEMM rows, then a transpose
 //     into NCHW;
-//   - 3x3, stride 1, dilation 1, group 1 where it pays (winograd_pays): Winograd F(4x4, 3x3), the
+//   - 3x3, stride 1, dilation 1, group 1 where it pays (winograd_rule): Winograd F(4x4, 3x3), the
 //     filter transformed and packed once, 36 GEMMs per block of tiles between the table's tile
 //     transforms; a larger kernel (6x6 by the rule, up to 9x9 when tuned or forced) as 3x3
 //     pieces, each piece a channel of its own over the input shifted by its offset; F(2x2, 3x3)
-//     (16 GEMMs, kernel "winograd23") where deepslim tune measures it faster;
+//     (16 GEMMs, kernel "winograd23") where F(4x4)'s tiles are too few, or deepslim tune measures
+//     it faster;
 //   - 1x1 with stride > 1 (no padding): the strided pixels gathered into a compact plane, then
 //     the 1x1 GEMM;
 //   - anything else: the input rewritten once as its column phases (stride s: every s-th column),
@@ -605,32 +606,41 @@ char winograd_forced() {
   return force ? force[0] : 0;
 }
 
-// Winograd F(4x4, 3x3) where it pays, by measurement (docs/kernels.md, "conv2d"), for a kh x kw
-// kernel (3x3, or its 3x3 pieces), unless DS_CONV_WINOGRAD decides (winograd_forced).
-bool winograd_pays(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, const GemmKernels& g) {
-  if (const char force = winograd_forced()) return force == '1' || force == '2';
+// The Winograd transforms that pay for a kh x kw kernel (3x3, or its 3x3 pieces), by measurement
+// (docs/kernels.md, "conv2d"): F(4x4, 3x3), F(2x2, 3x3) where F(4x4)'s tiles are too few, or none
+// (nullptr); unless DS_CONV_WINOGRAD decides (winograd_forced).
+const WinogradKernels* winograd_rule(int64_t c, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw,
+                                     const KernelTable& t) {
+  if (const char force = winograd_forced())
+    return force == '1' ? t.winograd43 : force == '2' ? (t.winograd23 ? t.winograd23 : t.winograd43) : nullptr;
   // Pieces with taps past the kernel (5x5, 7x7) only where deepslim tune measures them faster:
   // FaceNet-1M's 5x5 and 7x7 layers ran 1.6-1.9x slower (few channels or few tiles).
-  if (kh % 3 != 0 || kw % 3 != 0) return false;
-  const int64_t tiles = ceil_div(oh, 4) * ceil_div(ow, 4), pieces = (kh / 3) * (kw / 3);
+  if (kh % 3 != 0 || kw % 3 != 0) return nullptr;
+  const int64_t pieces = (kh / 3) * (kw / 3);
   // Pieces of a kernel that 3x3 tiles exactly (6x6) save more against their GEMM (36 multiply-adds
   // per channel pair and pixel -> 9, where 3x3 saves 9 -> 2.25), so fewer output channels pay:
   // FaceNet-1M 16 x 41 x 41 -> 48 6x6, 1 thread, 0.82 -> 0.40 ms.
   c *= pieces;
-  if (o < (pieces > 1 ? 32 : 64)) return false;
   // The transforms cost ~C and ~O per tile against C*O in the GEMMs: both must be wide enough
   // (with the vectorised transforms C >= 16 and O >= 64 win: SqueezeNet 1.1's expand 3x3, 16->64
-  // at 55x55 0.17 vs 0.35 ms in-model, 64->256 at 13x13 0.22 vs 0.26). The transformed filters
-  // are 4x the weight and stream once per block: 36*C*O floats must stay well inside the L3
-  // (stage 3 of ResNet-18, 512 x 512, is 6x slower). In a whole network they come from memory on
-  // every run, so they must also be spread over enough tiles: at most 64K floats per tile at
-  // AVX-512 (SqueezeNet 64->256 at 13x13: 37K, wins; ResNet-18 stage 2, 256 x 256 at 14 x 14:
-  // 147K, loses 1.19 vs 1.09 ms in-model). At AVX2 (16-column tiles; and the scalar level) the
-  // GEMMs run at a third of AVX-512's speed or less, so the 4x fewer multiply-adds outweigh the
-  // filters' streaming: ResNet-18 stage 2 there took 1.34-1.41 ms against 3.18-3.33 as GEMMs
-  // (deepslim tune, in-model, 1 thread), and the bound is 4x as high.
-  const int64_t filter_floats_per_tile = g.nr >= 32 ? 64 * 1024 : 256 * 1024;
-  return c >= 16 && c * o <= 256 * 256 && tiles >= 16 && 36 * c * o <= filter_floats_per_tile * tiles;
+  // at 55x55 0.17 vs 0.35 ms in-model, 64->256 at 13x13 0.22 vs 0.26).
+  if (c < 16 || o < (pieces > 1 ? 32 : 64)) return nullptr;
+  // The transformed filters (36 or 16 x C*O floats) come from memory on every run of a whole
+  // network, so they must be spread over enough tiles: at most 256K floats per tile. ResNet-18
+  // stage 2 (256 x 256 at 14 x 14, F(4x4): 147K per tile) took 0.87-0.93 ms in-model against
+  // 2.27-2.29 as pixels (deepslim tune, 1 thread, Zen 4 AVX-512; before the GEMMs prefetched A,
+  // 1.19 against 1.09 on a Zen 5, whose GEMMs run twice as fast). 36*C*O must also stay well
+  // inside the L3: C*O <= 256 x 256.
+  const int64_t bound = 256 * 1024;
+  const int64_t tiles43 = ceil_div(oh, 4) * ceil_div(ow, 4);
+  if (c * o <= 256 * 256 && tiles43 >= 16 && 36 * c * o <= bound * tiles43) return t.winograd43;
+  // F(2x2, 3x3) where F(4x4) has under 16 tiles (a fraction of the 16 lanes; 3x3 only, not
+  // pieces): ResNet-18 stage 3 (512 x 512 at 7 x 7, 16 tiles, 262K floats per tile) 1.67-1.71 ms
+  // in-model against 2.24-2.27 as pixels and 3.8-3.9 as F(4x4).
+  const int64_t tiles23 = ceil_div(oh, 2) * ceil_div(ow, 2);
+  if (t.winograd23 && pieces == 1 && tiles43 < 16 && tiles23 >= 16 && 16 * c * o <= 2 * bound * tiles23)
+    return t.winograd23;
+  return nullptr;
 }
 
 // Piece (a, b) of a kh x kw filter g: taps 3a..3a+2 down, 3b..3b+2 across, zero past the kernel.
@@ -741,7 +751,8 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     const int64_t oh = window_output_size((*xd)[2], p.pads[0], p.pads[2], w[2], p.strides[0], p.dilations[0], false);
     const int64_t ow = window_output_size((*xd)[3], p.pads[1], p.pads[3], w[3], p.strides[1], p.dilations[1], false);
     const int64_t b_rows = implicit_b_rows(w[1], w[2], w[3], p.dilations[1], p.strides[1]);
-    if (oh > 0 && ow > 0 && winograd_shape && winograd_pays(w[1], w[0], oh, ow, w[2], w[3], *s->g))
+    if (oh > 0 && ow > 0 && winograd_shape) s->wk = winograd_rule(w[1], w[0], oh, ow, w[2], w[3], t);
+    if (s->wk)
       s->path = Path::kWinograd;
     else if (oh > 0 && ow > 0 && s->g->nr > 1 && !strided_pointwise &&
              pixels_pay(oh * ow, s->m, s->k, ow, pointwise, *s->g, b_rows, w[1] * (*xd)[2] * (*xd)[3]))
@@ -761,8 +772,11 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   if (s->path == Path::kWinograd) {
     // U[xi] [O x C * pieces] from each 3x3 piece of each filter (column ci * pieces + piece), then
     // packed as A: storage holds one packed matrix per position (36 or 16).
-    const bool f23 = p.kernel_choice == "winograd23" || (p.kernel_choice != "winograd" && winograd_forced() == '2');
-    s->wk = f23 && t.winograd23 ? t.winograd23 : t.winograd43;
+    // A kernel asked for wins; else the rule's (forced or measured) choice.
+    if (p.kernel_choice == "winograd23" && t.winograd23)
+      s->wk = t.winograd23;
+    else if (p.kernel_choice == "winograd" || !s->wk)
+      s->wk = t.winograd43;
     const int64_t positions = s->wk->positions();
     const int64_t o = w[0], c = w[1], kh = w[2], kw = w[3], pw = ceil_div(kw, 3);
     const int64_t pieces = ceil_div(kh, 3) * pw, cv = c * pieces;
