@@ -194,7 +194,13 @@ void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPoo
   // A whose rows are adjacent floats (row_stride 1, a transposed NCHW plane) is read in place,
   // never packed (f32-gemm-driver.h), so it splits like a packed one.
   const bool split_n = n_tiles >= 2 * threads || n_tiles >= m_tiles;
-  if (!split_n && p.b.packed && n_tiles > 1 && p.n > p.m) {
+  const bool other_packed = split_n ? p.a.packed || p.a.row_stride == 1 : p.b.packed;
+  // A few panels that the threads cannot share evenly (5 of 32 columns: MobileNet V2's 1x1
+  // layers at 7x7 as pixels, 49 x 160 x 960, 3 panels on one thread and 2 on the other) are
+  // split into row chunks too, as below.
+  const bool uneven_panels = split_n && other_packed && p.b.packed && n_tiles < 4 * threads &&
+                             n_tiles % threads != 0 && m_tiles >= threads;
+  if ((!split_n && p.b.packed && n_tiles > 1 && p.n > p.m) || uneven_panels) {
     // Along M with a packed B of a few panels that is larger than A: row ranges of single tiles
     // would each stream all of B for mr rows (FaceNet-1M's conv3 as pixels, 64 x 96 x 1200: 6
     // tasks each reading the whole 460 KB weight). Tasks of one panel x one of `threads` row
@@ -212,9 +218,12 @@ void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPoo
     return;
   }
   const int64_t tiles = split_n ? n_tiles : m_tiles;
-  const bool other_packed = split_n ? p.a.packed || p.a.row_stride == 1 : p.b.packed;
   const int64_t want_tasks = other_packed ? 4 * int64_t(threads) : int64_t(threads);
-  const int64_t per_task = std::max<int64_t>(1, (tiles + want_tasks - 1) / want_tasks);
+  // Up to 8 tiles a thread, one tile a task: tasks of 2 (10 panels as 5 tasks) left one thread
+  // 3 of them (MobileNet V2's 960 -> 320 at 7x7).
+  const int64_t per_task = other_packed && tiles <= 8 * threads
+                               ? 1
+                               : std::max<int64_t>(1, (tiles + want_tasks - 1) / want_tasks);
   const int64_t tasks = (tiles + per_task - 1) / per_task;
   pool.parallel_for(tasks, [&](int64_t task, int thread) {
     const int64_t t0 = task * per_task, t1 = t0 + per_task < tiles ? t0 + per_task : tiles;
