@@ -523,7 +523,8 @@ void im2col_pack_rows(const Conv2dParams& c, const PaddedPlane& q, const float* 
 // ---- Winograd F(4x4, 3x3) ----
 //
 // Per image: the input is copied once into a zero-padded buffer of whole 6x6 windows (Hp x Wp per
-// channel, so the tile transform needs no bounds checks), then per task one block of nb tiles
+// channel, so the tile transform needs no bounds checks; with threads sharing the blocks, each
+// block's rows into its task's workspace: pad_by_block), then per task one block of nb tiles
 // (whole nr-wide panels): the input transform writes V[xi] [C x nb] as packed B panels, 36 GEMMs
 // M[xi] [O x nb] = U[xi] . V[xi] run with the transformed filter U[xi] packed as A, and the output
 // transform writes act(A^T M A + bias + residual) into the NCHW output.
@@ -546,7 +547,10 @@ struct WinogradGeometry {
   int64_t ph, pw;             // the kernel's 3x3 pieces down and across (1 x 1 for 3x3)
   int64_t th, tw, tiles;      // tile rows, tiles per row, tiles per image
   int64_t hp, wp;             // padded plane
-  int64_t pad_floats;         // the padded input, with the reading slack of the input transform
+  bool pad_by_block;           // each block's task pads the rows it reads (see winograd_geometry)
+  int64_t pad_floats;         // else: the padded input, with the reading slack of the input transform
+  int64_t block_rows;          // by block: the padded rows one block's tiles read, at most
+  int64_t block_pad_floats;    // by block: the task's padded rows of every channel, with the slack
   int64_t block_panels, blocks, nb;
   bool by_tile;                // the threads split each block's 3 steps (see winograd_geometry)
   int64_t v_floats, m_floats;  // V of one block (positions x C x nb), M (positions x O x nb + slack)
@@ -579,7 +583,6 @@ WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& 
   q.ph = ceil_div(kh, 3), q.pw = ceil_div(kw, 3);
   q.th = ceil_div(oh, q.m), q.tw = ceil_div(ow, q.m), q.tiles = q.th * q.tw;
   q.hp = q.m * q.th + 2 + 3 * (q.ph - 1), q.wp = q.m * q.tw + 2 + 3 * (q.pw - 1);
-  q.pad_floats = round16(c_in * q.hp * q.wp + q.m * int64_t(wk.lanes) + 8);
   const int64_t c = c_in * q.ph * q.pw;
   const int64_t panels = ceil_div(q.tiles, g.nr);
   const int64_t cap = std::max<int64_t>(1, kWinogradBlockFloats / (q.positions * c * g.nr));
@@ -592,9 +595,21 @@ WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& 
   // The V[xi] (M[xi]) of a block sit 16 floats further apart than their size: C * nb is a
   // multiple of 4 KB, and the transforms' 36 stores (loads) per tile group would all share one L1 set.
   q.v_xi = c * q.nb + 16, q.m_xi = o * q.nb + 16;
+  // With threads sharing the blocks, each task pads the rows its tiles read into its own
+  // workspace: one shared padded plane, written in a job of its own, cost more at 2 threads than
+  // at 1 (ResNet-18's stage 0, 64 x 56 x 56: 48 us of 0.43 ms against 30 of 0.74), each core
+  // writing lines the other had read. The rows above and below a block's are padded twice (2.2x
+  // the rows at 56 x 56), so 1 thread keeps the one plane (0.74 -> 0.76 ms by block).
+  // A block of nb tiles spans at most (nb - 2) / tw + 2 tile rows (and at most th).
+  const int64_t slack = q.m * int64_t(wk.lanes) + 8;
+  const int64_t span = std::min(q.th, (q.nb + q.tw - 2) / q.tw + 1);
+  q.pad_by_block = threads > 1 && !q.by_tile;
+  q.block_rows = q.pad_by_block ? std::min(q.hp, q.m * span + 2 + 3 * (q.ph - 1)) : 0;
+  q.block_pad_floats = q.pad_by_block ? round16(c_in * q.block_rows * q.wp + slack) : 0;
+  q.pad_floats = q.pad_by_block ? 0 : round16(c_in * q.hp * q.wp + slack);
   q.v_floats = round16(q.positions * q.v_xi);
   q.m_floats = round16(q.positions * q.m_xi + wk.lanes);
-  q.thread_floats = round16(g.workspace_floats) + (q.by_tile ? 0 : q.v_floats + q.m_floats);
+  q.thread_floats = round16(g.workspace_floats) + (q.by_tile ? 0 : q.v_floats + q.m_floats) + q.block_pad_floats;
   q.shared_floats = q.by_tile ? q.v_floats + q.m_floats : 0;
   return q;
 }
@@ -652,15 +667,16 @@ void winograd_piece(const float* g, int64_t kh, int64_t kw, int64_t a, int64_t b
     }
 }
 
-// Padded copy of one image: p[ci][yy][xx] = x[ci][yy - pad_top][xx - pad_left], zero outside.
+// Padded copy of rows [r0, r1) of one image, planes of `rows` rows apart:
+// p[ci][yy - r0][xx] = x[ci][yy - pad_top][xx - pad_left], zero outside.
 void winograd_pad(const Conv2dParams& c, const WinogradGeometry& q, const float* x, int64_t c0, int64_t c1,
-                  float* p) {
+                  int64_t r0, int64_t r1, int64_t rows, float* p) {
   for (int64_t ci = c0; ci < c1; ++ci) {
     const float* xc = x + ci * c.h * c.w;
-    float* pc = p + ci * q.hp * q.wp;
+    float* pc = p + ci * rows * q.wp;
     const int64_t x0 = std::min(c.pad_left, q.wp), x1 = std::min(c.pad_left + c.w, q.wp);
-    for (int64_t yy = 0; yy < q.hp; ++yy) {
-      float* row = pc + yy * q.wp;
+    for (int64_t yy = r0; yy < r1; ++yy) {
+      float* row = pc + (yy - r0) * q.wp;
       const int64_t iy = yy - c.pad_top;
       if (iy < 0 || iy >= c.h) {
         std::memset(row, 0, size_t(q.wp) * sizeof(float));
@@ -1044,28 +1060,23 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     const float* xb = x + b * in_image;
     float* yb = out + b * out_image;
     const float* rb = res ? res + b * out_image : nullptr;
-    // Split by tile position, the input transform's tasks pad their own channels first (one job
-    // less); by block every block reads every channel, so the padding is a job of its own.
     const int64_t per_task = items_per_piece(c.c, threads);
-    if (!q.by_tile)
-      parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(c.c * q.hp * q.wp, kMinParallelCopyFloats),
-               [&](int64_t task, int) {
-                 winograd_pad(c, q, xb, task * per_task, std::min(c.c, (task + 1) * per_task), padded);
-               });
+    if (!q.by_tile && !q.pad_by_block) winograd_pad(c, q, xb, 0, c.c, 0, q.hp, q.hp, padded);
     // The three steps of block blk, each over a range of its work: V[xi] as packed B panels (tile
     // t of the block is column t - t0) for channels [c0, c1) (K row ci * pieces + piece: the
     // padded plane seen from the piece's offset); M[xi] = U[xi] . V[xi] for tile positions
-    // [x0, x1); the output transform for output channels [o0, o1).
-    auto input = [&](int64_t blk, int64_t c0, int64_t c1, float* v) {
+    // [x0, x1); the output transform for output channels [o0, o1). The padded planes are `rows`
+    // rows apart and start at padded row m * ty0.
+    auto input = [&](int64_t blk, int64_t c0, int64_t c1, const float* pad, int64_t rows, int64_t ty0, float* v) {
       const int64_t t0 = blk * q.nb, t1 = std::min(q.tiles, t0 + q.nb);
       for (int64_t ci = c0; ci < c1; ++ci)
         for (int64_t piece = 0; piece < pieces; ++piece) {
-          const float* pc = padded + ci * q.hp * q.wp + 3 * (piece / pw) * q.wp + 3 * (piece % pw);
+          const float* pc = pad + ci * rows * q.wp + 3 * (piece / pw) * q.wp + 3 * (piece % pw);
           const int64_t row = ci * pieces + piece;
           winograd_segments(q, t0, t1, wk.lanes, g.nr, [&](int64_t t, int64_t ty, int64_t tx, int64_t len) {
             const int64_t j = t - t0;
-            wk.input(pc + q.m * (ty * q.wp + tx), q.wp, len, v + (j / g.nr) * cv * g.nr + row * g.nr + j % g.nr,
-                     q.v_xi);
+            wk.input(pc + q.m * ((ty - ty0) * q.wp + tx), q.wp, len,
+                     v + (j / g.nr) * cv * g.nr + row * g.nr + j % g.nr, q.v_xi);
           });
         }
     };
@@ -1105,7 +1116,15 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
         float* ws = thread_ws + thread * q.thread_floats;
         float* v = ws + round16(g.workspace_floats);
         float* m = v + q.v_floats;
-        input(blk, 0, c.c, v);
+        if (q.pad_by_block) {
+          float* pad = m + q.m_floats;
+          const int64_t t0 = blk * q.nb, t1 = std::min(q.tiles, t0 + q.nb), ty0 = t0 / q.tw;
+          const int64_t r1 = std::min(q.hp, q.m * ((t1 - 1) / q.tw + 1) + 2 + 3 * (q.ph - 1));
+          winograd_pad(c, q, xb, 0, c.c, q.m * ty0, r1, q.block_rows, pad);
+          input(blk, 0, c.c, pad, q.block_rows, ty0, v);
+        } else {
+          input(blk, 0, c.c, padded, q.hp, 0, v);
+        }
         gemms(blk, 0, q.positions, v, m, ws);
         output(blk, 0, c.o, m);
       });
@@ -1118,8 +1137,8 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
       parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(q.positions * cv * q.nb, kMinParallelFloats),
                [&](int64_t task, int) {
                  const int64_t c0 = task * per_task, c1 = std::min(c.c, c0 + per_task);
-                 if (blk == 0) winograd_pad(c, q, xb, c0, c1, padded);
-                 input(blk, c0, c1, v);
+                 if (blk == 0) winograd_pad(c, q, xb, c0, c1, 0, q.hp, q.hp, padded);
+                 input(blk, c0, c1, padded, q.hp, 0, v);
                });
       parallel(ctx.pool, q.positions, work_or_inline(q.positions * cv * c.o * q.nb, kMinParallelMacs),
                [&](int64_t xi, int thread) { gemms(blk, xi, xi + 1, v, m, thread_ws + thread * q.thread_floats); });
