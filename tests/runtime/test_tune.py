@@ -122,12 +122,7 @@ def test_tune_cli_prints_the_table_and_refuses_other_files(tmp_path, capsys):
     assert "not a .dsm file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("level", ["avx2", "avx512"])
-@pytest.mark.parametrize("channels, size, kernel", [(256, 14, "winograd"), (512, 7, "winograd23"), (512, 14, "pixels")])
-def test_the_rule_takes_the_winograd_that_pays_for_wide_3x3_layers(tmp_path, monkeypatch, level, channels, size, kernel):
-    # ResNet-18's stage 2 (256 x 256 at 14 x 14): F(4x4, 3x3) 0.87-0.93 ms in-model against 2.27 as
-    # pixels; stage 3 (512 x 512 at 7 x 7, 4 tiles of 4 x 4): F(2x2, 3x3) 1.67-1.71 against 2.24
-    # (winograd_rule). 512 x 512 at 14 x 14: F(4x4)'s 37 MB of filters overflow the L3.
+def _square_3x3_layer(tmp_path, channels, size):
     rng = np.random.default_rng(5)
     g = Graph()
     g.add_value(Value("x", (1, channels, size, size)))
@@ -135,16 +130,38 @@ def test_the_rule_takes_the_winograd_that_pays_for_wide_3x3_layers(tmp_path, mon
     g.add_value(Value("y", (1, channels, size, size)))
     g.add_node("conv2d", "c", ["x", "c.w"], ["y"], pads=[1, 1, 1, 1])
     g.inputs, g.outputs = ["x"], ["y"]
-    model = tmp_path / "wide.dsm"
+    model = tmp_path / "layer.dsm"
     write_dsm(g, model)
+    return model
+
+
+def _kernel_at(model, level, monkeypatch, kernels):
     monkeypatch.setenv("DS_FORCE_ISA", level)
     try:
-        s = Session(model, kernels={})
+        s = Session(model, kernels=kernels)
     except InvalidArgumentError as e:
         if "is not available" not in str(e):
             raise
         pytest.skip(f"{level} is not available here")
-    assert {r["name"]: r["kernel"] for r in s.node_kernels()}["c"] == kernel
+    return {r["name"]: r["kernel"] for r in s.node_kernels()}["c"]
+
+
+@pytest.mark.parametrize("level", ["avx2", "avx512"])
+@pytest.mark.parametrize("channels, size, kernel", [
+    (256, 14, "winograd"), (512, 7, "winograd23"), (64, 7, "winograd23"), (512, 14, "pixels"), (512, 6, "pixels")])
+def test_the_rule_takes_the_winograd_that_pays(tmp_path, monkeypatch, level, channels, size, kernel):
+    # ResNet-18's stage 2 (256 x 256 at 14 x 14): F(4x4, 3x3) 0.87-0.93 ms in-model against 2.27 as
+    # pixels; stage 3 (512 x 512 at 7 x 7, 4 tiles of 4 x 4): F(2x2, 3x3) 1.67-1.71 against 2.24,
+    # and 64 x 64 at 7 x 7 0.033 against 0.054 (winograd_rule). 512 x 512 at 14 x 14: F(4x4)'s 37 MB
+    # of filters overflow the L3; at 6 x 6 F(2x2) has 9 tiles, under the 16 it needs.
+    model = _square_3x3_layer(tmp_path, channels, size)
+    assert _kernel_at(model, level, monkeypatch, {}) == kernel
+
+
+@pytest.mark.parametrize("asked", ["gemm", "pixels", "winograd"])
+def test_a_kernel_asked_for_replaces_the_rules_winograd(tmp_path, monkeypatch, asked):
+    model = _square_3x3_layer(tmp_path, 512, 7)  # the rule: winograd23
+    assert _kernel_at(model, "avx512", monkeypatch, {"c": asked}) == asked
 
 
 def test_nodes_fused_into_a_later_node_count_for_it():

@@ -195,9 +195,9 @@ void gemm(const GemmKernels& g, const GemmParams& p, float* workspace, ThreadPoo
   // never packed (f32-gemm-driver.h), so it splits like a packed one.
   const bool split_n = n_tiles >= 2 * threads || n_tiles >= m_tiles;
   const bool other_packed = split_n ? p.a.packed || p.a.row_stride == 1 : p.b.packed;
-  // A few panels that the threads cannot share evenly (5 of 32 columns: MobileNet V2's 1x1
-  // layers at 7x7 as pixels, 49 x 160 x 960, 3 panels on one thread and 2 on the other) are
-  // split into row chunks too, as below.
+  // A few panels that the threads cannot share evenly (5 panels of 32 columns: MobileNet V2's
+  // 1x1 layers at 7x7 as pixels, 49 x 160 x 960, 3 on one thread and 2 on the other) are split
+  // into row chunks too (with at least a row tile per thread), as below.
   const bool uneven_panels = split_n && other_packed && p.b.packed && n_tiles < 4 * threads &&
                              n_tiles % threads != 0 && m_tiles >= threads;
   if ((!split_n && p.b.packed && n_tiles > 1 && p.n > p.m) || uneven_panels) {

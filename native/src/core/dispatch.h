@@ -25,8 +25,9 @@ const KernelTable& select_kernels();
 // Floats of workspace gemm() needs for a pool of `threads` threads.
 int64_t gemm_workspace_floats(const GemmKernels& g, int threads);
 
-// Runs p on the pool: the N dimension (or M when N has fewer tiles than there are threads) is split
-// into tile-aligned ranges, one task each. Every output element is computed by the same sequence of
+// Runs p on the pool: the N dimension (or M when N has few tiles) is split into tile-aligned
+// ranges, one task each, or into panel x row-chunk tasks where a few panels would not share
+// evenly (dispatch.cc). Every output element is computed by the same sequence of
 // operations whatever the split, so results are bitwise identical for any thread count.
 // workspace: gemm_workspace_floats(g, pool.size()) floats, 64-byte aligned.
 // done, if set, is called by the thread that computed each task's part of C, rows [m0, m1) x

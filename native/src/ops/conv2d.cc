@@ -540,24 +540,32 @@ void im2col_pack_rows(const Conv2dParams& c, const PaddedPlane& q, const float* 
 // a side, (m + 2)^2 = 36 or 16 GEMMs per block ("positions"). F(2x2, 3x3) does 16 / 36 of the
 // GEMM work per tile but 4x the tiles; it pays where F(4x4, 3x3)'s tiles would fill few of a
 // vector's lanes and its 36 transformed filters are many MB (ResNet-18's 7x7 stage: 4 tiles, 37.7
-// MB), by measurement only (deepslim tune: kernel "winograd23").
+// MB): by winograd_rule where F(4x4, 3x3) has under 16 tiles, else where deepslim tune measures
+// it faster (kernel "winograd23").
 
 struct WinogradGeometry {
   int64_t m, positions;       // the output tile's side, the GEMMs per block ((m + 2)^2)
   int64_t ph, pw;             // the kernel's 3x3 pieces down and across (1 x 1 for 3x3)
   int64_t th, tw, tiles;      // tile rows, tiles per row, tiles per image
   int64_t hp, wp;             // padded plane
-  bool pad_by_block;           // each block's task pads the rows it reads (see winograd_geometry)
+  bool pad_by_block;          // each block's task pads the rows it reads (see winograd_geometry)
   int64_t pad_floats;         // else: the padded input, with the reading slack of the input transform
-  int64_t block_rows;          // by block: the padded rows one block's tiles read, at most
-  int64_t block_pad_floats;    // by block: the task's padded rows of every channel, with the slack
+  int64_t block_rows;         // by block: the padded rows one block's tiles read, at most
+  int64_t block_pad_floats;   // by block: the task's padded rows of every channel, with the slack
   int64_t block_panels, blocks, nb;
   bool by_tile;                // the threads split each block's 3 steps (see winograd_geometry)
   int64_t v_floats, m_floats;  // V of one block (positions x C x nb), M (positions x O x nb + slack)
   int64_t v_xi, m_xi;          // floats from V[xi] (M[xi]) to V[xi + 1]: C * nb (O * nb) + 16
-  int64_t thread_floats;       // per thread: the GEMM's workspace, then (by block) V and M
+  int64_t thread_floats;       // per thread: the GEMM's workspace, then (by block) V, M and the
+                               // block's padded rows (pad_by_block)
   int64_t shared_floats;       // by tile position: V and M of the block, shared by the threads
 };
+
+// The padded rows [0, end) that tile rows [0, tile_rows) read: m per tile row, the window's
+// 2 more, and 3 more per 3x3 piece below the first.
+int64_t winograd_rows_end(const WinogradGeometry& q, int64_t tile_rows) {
+  return q.m * tile_rows + 2 + 3 * (q.ph - 1);
+}
 
 // Floats of V (the transformed input of one block) kept near L2: the block's V and M stay in the
 // 2 MB L2 while the 36 transformed filters stream through.
@@ -582,7 +590,7 @@ WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& 
   q.m = wk.tile, q.positions = wk.positions();
   q.ph = ceil_div(kh, 3), q.pw = ceil_div(kw, 3);
   q.th = ceil_div(oh, q.m), q.tw = ceil_div(ow, q.m), q.tiles = q.th * q.tw;
-  q.hp = q.m * q.th + 2 + 3 * (q.ph - 1), q.wp = q.m * q.tw + 2 + 3 * (q.pw - 1);
+  q.hp = winograd_rows_end(q, q.th), q.wp = q.m * q.tw + 2 + 3 * (q.pw - 1);
   const int64_t c = c_in * q.ph * q.pw;
   const int64_t panels = ceil_div(q.tiles, g.nr);
   const int64_t cap = std::max<int64_t>(1, kWinogradBlockFloats / (q.positions * c * g.nr));
@@ -598,13 +606,15 @@ WinogradGeometry winograd_geometry(const GemmKernels& g, const WinogradKernels& 
   // With threads sharing the blocks, each task pads the rows its tiles read into its own
   // workspace: one shared padded plane, written in a job of its own, cost more at 2 threads than
   // at 1 (ResNet-18's stage 0, 64 x 56 x 56: 48 us of 0.43 ms against 30 of 0.74), each core
-  // writing lines the other had read. The rows above and below a block's are padded twice (2.2x
-  // the rows at 56 x 56), so 1 thread keeps the one plane (0.74 -> 0.76 ms by block).
-  // A block of nb tiles spans at most (nb - 2) / tw + 2 tile rows (and at most th).
+  // writing lines the other had read. The rows blocks share are padded by each (1.6x the rows at
+  // 56 x 56, 7 blocks of 32 tiles), so 1 thread keeps the one plane (0.74 -> 0.76 ms by block).
+  // A block of nb tiles spans at most (nb - 2) / tw + 2 tile rows (and at most th). The input
+  // transform's reads past a block's last padded row (the slack of its last tile row, for lanes
+  // whose results are dropped) land on rows the task did not write, as past the last plane.
   const int64_t slack = q.m * int64_t(wk.lanes) + 8;
   const int64_t span = std::min(q.th, (q.nb + q.tw - 2) / q.tw + 1);
   q.pad_by_block = threads > 1 && !q.by_tile;
-  q.block_rows = q.pad_by_block ? std::min(q.hp, q.m * span + 2 + 3 * (q.ph - 1)) : 0;
+  q.block_rows = q.pad_by_block ? winograd_rows_end(q, span) : 0;
   q.block_pad_floats = q.pad_by_block ? round16(c_in * q.block_rows * q.wp + slack) : 0;
   q.pad_floats = q.pad_by_block ? 0 : round16(c_in * q.hp * q.wp + slack);
   q.v_floats = round16(q.positions * q.v_xi);
@@ -641,7 +651,8 @@ const WinogradKernels* winograd_rule(int64_t c, int64_t o, int64_t oh, int64_t o
   // at 55x55 0.17 vs 0.35 ms in-model, 64->256 at 13x13 0.22 vs 0.26).
   if (c < 16 || o < (pieces > 1 ? 32 : 64)) return nullptr;
   // The transformed filters (36 or 16 x C*O floats) come from memory on every run of a whole
-  // network, so they must be spread over enough tiles: at most 256K floats per tile. ResNet-18
+  // network, so they must be spread over enough tiles: at most 256K (262,144) floats per tile
+  // for F(4x4, 3x3). ResNet-18
   // stage 2 (256 x 256 at 14 x 14, F(4x4): 147K per tile) took 0.87-0.93 ms in-model against
   // 2.27-2.29 as pixels (deepslim tune, 1 thread, Zen 4 AVX-512; before the GEMMs prefetched A,
   // 1.19 against 1.09 on a Zen 5, whose GEMMs run twice as fast). 36*C*O must also stay well
@@ -649,9 +660,12 @@ const WinogradKernels* winograd_rule(int64_t c, int64_t o, int64_t oh, int64_t o
   const int64_t bound = 256 * 1024;
   const int64_t tiles43 = ceil_div(oh, 4) * ceil_div(ow, 4);
   if (c * o <= 256 * 256 && tiles43 >= 16 && 36 * c * o <= bound * tiles43) return t.winograd43;
-  // F(2x2, 3x3) where F(4x4) has under 16 tiles (a fraction of the 16 lanes; 3x3 only, not
-  // pieces): ResNet-18 stage 3 (512 x 512 at 7 x 7, 16 tiles, 262K floats per tile) 1.67-1.71 ms
-  // in-model against 2.24-2.27 as pixels and 3.8-3.9 as F(4x4).
+  // F(2x2, 3x3) where F(4x4) has under 16 tiles (at most a quarter of AVX-512's 16 lanes, two
+  // of AVX2's 8; 3x3 only, not pieces): ResNet-18 stage 3 (512 x 512 at 7 x 7, 16 tiles) 1.67-1.71
+  // ms in-model against 2.24-2.27 as pixels and 3.8-3.9 as F(4x4). Its filters come to 256K floats
+  // per tile exactly, so F(2x2)'s bound is twice F(4x4)'s, off that edge. Narrower layers at 7 x 7
+  // win too (BENCH_P10=1 bench_conv layer C 7 7 C 3 1 1 1, hot caches, pixels -> F(2x2), ms:
+  // C = 64 0.054 -> 0.033, 128 0.171 -> 0.102, 256 0.591 -> 0.350).
   const int64_t tiles23 = ceil_div(oh, 2) * ceil_div(ow, 2);
   if (t.winograd23 && pieces == 1 && tiles43 < 16 && tiles23 >= 16 && 16 * c * o <= 2 * bound * tiles23)
     return t.winograd23;
@@ -785,6 +799,7 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
     else if (p.kernel_choice == "pixels" && sized && s->g->nr > 1 && !strided_pointwise)
       s->path = Path::kGemmPixels;
   }
+  if (s->path != Path::kWinograd) s->wk = nullptr;  // the rule's transforms, overridden
   if (s->path == Path::kWinograd) {
     // U[xi] [O x C * pieces] from each 3x3 piece of each filter (column ci * pieces + piece), then
     // packed as A: storage holds one packed matrix per position (36 or 16).
@@ -1060,7 +1075,6 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     const float* xb = x + b * in_image;
     float* yb = out + b * out_image;
     const float* rb = res ? res + b * out_image : nullptr;
-    const int64_t per_task = items_per_piece(c.c, threads);
     if (!q.by_tile && !q.pad_by_block) winograd_pad(c, q, xb, 0, c.c, 0, q.hp, q.hp, padded);
     // The three steps of block blk, each over a range of its work: V[xi] as packed B panels (tile
     // t of the block is column t - t0) for channels [c0, c1) (K row ci * pieces + piece: the
@@ -1119,7 +1133,7 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
         if (q.pad_by_block) {
           float* pad = m + q.m_floats;
           const int64_t t0 = blk * q.nb, t1 = std::min(q.tiles, t0 + q.nb), ty0 = t0 / q.tw;
-          const int64_t r1 = std::min(q.hp, q.m * ((t1 - 1) / q.tw + 1) + 2 + 3 * (q.ph - 1));
+          const int64_t r1 = winograd_rows_end(q, (t1 - 1) / q.tw + 1);
           winograd_pad(c, q, xb, 0, c.c, q.m * ty0, r1, q.block_rows, pad);
           input(blk, 0, c.c, pad, q.block_rows, ty0, v);
         } else {
@@ -1132,7 +1146,7 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     }
     float* v = ctx.workspace + q.pad_floats;
     float* m = v + q.v_floats;
-    const int64_t per_out = items_per_piece(c.o, threads);
+    const int64_t per_task = items_per_piece(c.c, threads), per_out = items_per_piece(c.o, threads);
     for (int64_t blk = 0; blk < q.blocks; ++blk) {
       parallel(ctx.pool, ceil_div(c.c, per_task), work_or_inline(q.positions * cv * q.nb, kMinParallelFloats),
                [&](int64_t task, int) {
