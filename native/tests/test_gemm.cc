@@ -542,7 +542,7 @@ TEST(gemm_threads_give_bitwise_identical_results) {
     // tiles (FaceNet-1M's conv3 as pixels, 64 x 96 x 1200): tasks of one panel x a row chunk
     // where N > M, chunks ending in 1- and 13-row tiles; the row split where N <= M; A in place
     // with a few panels the threads cannot share evenly (5 at AVX-512: panel x row chunk tasks)
-    // or up to 8 a thread (one panel a task; 13 of 16 columns at AVX2).
+    // or up to 8 a thread (one panel a task: 13 panels of 16 columns at AVX2).
     Case cases[] = {{64, 1000, 300}, {1000, 1, 333}, {37, 70, 129}, {200, 33, 64}, {64, 1000, 300}, {1000, 1, 333},
                     {37, 70, 129},   {200, 33, 64},  {49, 20, 300}, {61, 500, 70}, {13, 300, 20}, {64, 96, 1200},
                     {200, 33, 64},   {49, 70, 129},  {61, 90, 30},  {49, 160, 96}, {49, 320, 64}, {25, 150, 40},
