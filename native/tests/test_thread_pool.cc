@@ -1,5 +1,5 @@
 // The persistent thread pool: every task runs exactly once, thread ids stay in range, one thread
-// runs inline in order, many back-to-back jobs neither deadlock nor lose tasks whether the workers
+// runs inline in order, a worker starts with its own range of the tasks, many back-to-back jobs neither deadlock nor lose tasks whether the workers
 // spin or sleep between them, and an idle pool's workers end up asleep.
 #include <atomic>
 #include <chrono>
@@ -54,6 +54,24 @@ TEST(workers_take_part) {
     if (arrived.load() < 2) both = false;
   });
   CHECK(both.load());
+}
+
+TEST(a_worker_starts_with_its_own_range) {
+  // Owner-first hand-out: of 4 tasks the caller owns [0, 2) and the worker [2, 4), so that a
+  // thread gets the same part of the data job after job. Task 0 (the caller's first) waits until
+  // another task has started, which only the worker can do; a shared counter would hand it task 1.
+  ds::ThreadPool pool(2);
+  std::atomic<int64_t> worker_first{-1};
+  pool.parallel_for(4, [&](int64_t task, int thread) {
+    if (thread != 0) {
+      int64_t none = -1;
+      worker_first.compare_exchange_strong(none, task);
+    }
+    if (task != 0 || thread != 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (worker_first.load() < 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  });
+  CHECK(worker_first.load() == 2);
 }
 
 TEST(many_jobs_back_to_back) {

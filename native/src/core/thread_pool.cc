@@ -32,6 +32,9 @@ ThreadPool::ThreadPool(int threads, int spin_us) : threads_(threads) {
   spin_us_ = spin_us >= 0 ? spin_us : spin_us_from_env(kDefaultSpinUs);
   const char* y = std::getenv("DS_POOL_YIELD");
   yield_ = !(y && *y == '0');
+  const char* o = std::getenv("DS_POOL_OWNER_FIRST");
+  owner_first_ = !(o && *o == '0');
+  ranges_.reset(new Range[size_t(threads)]);
   workers_.reserve(size_t(threads - 1));
   for (int t = 1; t < threads; ++t) workers_.emplace_back([this, t] { worker(t); });
 }
@@ -47,11 +50,23 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::work(int thread) {
   int64_t done = 0;
-  for (;;) {
-    const int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= count_) break;
-    fn_(ctx_, task, thread);
-    ++done;
+  if (owner_first_) {
+    for (int k = 0; k < threads_; ++k) {
+      Range& r = ranges_[size_t((thread + k) % threads_)];
+      for (;;) {
+        const int64_t task = r.next.fetch_add(1, std::memory_order_relaxed);
+        if (task >= r.end) break;
+        fn_(ctx_, task, thread);
+        ++done;
+      }
+    }
+  } else {
+    for (;;) {
+      const int64_t task = next_.fetch_add(1, std::memory_order_relaxed);
+      if (task >= count_) break;
+      fn_(ctx_, task, thread);
+      ++done;
+    }
   }
   if (done) done_.fetch_add(done, std::memory_order_release);
 }
@@ -109,6 +124,10 @@ void ThreadPool::run(int64_t count, TaskFn fn, void* ctx) {
   ctx_ = ctx;
   count_ = count;
   next_.store(0, std::memory_order_relaxed);
+  for (int t = 0; t < threads_; ++t) {
+    ranges_[size_t(t)].next.store(t * count / threads_, std::memory_order_relaxed);
+    ranges_[size_t(t)].end = (t + 1) * count / threads_;
+  }
   done_.store(0, std::memory_order_relaxed);
   const uint64_t g = generation_.fetch_add(1) + 1;  // seq_cst: publishes the fields, ordered before the sleeping_ read
   if (sleeping_.load() > 0) {

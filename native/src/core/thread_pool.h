@@ -1,6 +1,10 @@
 // A persistent pool: created once (per session) with N threads, of which the calling thread is
-// one. parallel_for hands out task indices [0, count) dynamically; with N == 1 (or one task) it
-// runs inline, in order, on the caller. Tasks must not throw. One job at a time: parallel_for is
+// one. parallel_for hands out task indices [0, count) owner first: thread t runs its own range
+// [t * count / N, (t + 1) * count / N) in order, then takes tasks left in the others' ranges. So
+// a thread gets the same part of the data job after job (a layer's weight panels stay in its L2;
+// a split that follows the previous layer's reads what the thread wrote), and the caller still
+// runs the share of a worker that is late. DS_POOL_OWNER_FIRST=0 hands out from one shared
+// counter instead (measurement). With N == 1 (or one task) it runs inline, in order, on the caller. Tasks must not throw. One job at a time: parallel_for is
 // not reentrant.
 //
 // Waiting is spin-then-sleep: a model runs dozens of short jobs back to back, and waking a thread
@@ -15,6 +19,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -70,7 +75,15 @@ class ThreadPool {
   TaskFn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t count_ = 0;
-  alignas(64) std::atomic<int64_t> next_{0};  // the next task to hand out
+  alignas(64) std::atomic<int64_t> next_{0};  // the next task to hand out (shared hand-out)
+  // Owner-first hand-out: thread t runs tasks [t * count / N, (t + 1) * count / N) in order,
+  // then takes what is left of the others' ranges (see run).
+  struct alignas(64) Range {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::unique_ptr<Range[]> ranges_;
+  bool owner_first_ = true;
   alignas(64) std::atomic<int64_t> done_{0};  // tasks finished in the current job
   std::atomic<uint64_t> closed_{0};           // the last generation whose tasks are all done
   std::atomic<int> inside_{0};                // workers between entering a job and leaving it
