@@ -1,8 +1,10 @@
-// The persistent thread pool: every task runs exactly once, thread ids stay in range, one thread
-// runs inline in order, a worker starts with its own range of the tasks, many back-to-back jobs neither deadlock nor lose tasks whether the workers
-// spin or sleep between them, and an idle pool's workers end up asleep.
+// The persistent thread pool: every task runs exactly once (owner-first hand-out and the shared
+// counter), thread ids stay in range, one thread runs inline in order, a worker starts with its
+// own range of the tasks, many back-to-back jobs neither deadlock nor lose tasks whether the
+// workers spin or sleep between them, and an idle pool's workers end up asleep.
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -11,19 +13,23 @@
 #include "harness.h"
 
 TEST(each_task_runs_once) {
-  for (int threads : {1, 2, 4}) {
-    ds::ThreadPool pool(threads);
-    CHECK(pool.size() == threads);
-    for (int64_t count : {1, 2, 3, 7, 100, 1000}) {
-      std::vector<std::atomic<int>> hits(static_cast<size_t>(count));
-      for (auto& h : hits) h = 0;
-      std::atomic<int> bad_thread{0};
-      pool.parallel_for(count, [&](int64_t task, int thread) {
-        hits[size_t(task)].fetch_add(1);
-        if (thread < 0 || thread >= threads) bad_thread.fetch_add(1);
-      });
-      for (int64_t t = 0; t < count; ++t) CHECK(hits[size_t(t)].load() == 1);
-      CHECK(bad_thread.load() == 0);
+  for (const char* owner_first : {"1", "0"}) {
+    for (int threads : {1, 2, 4}) {
+      setenv("DS_POOL_OWNER_FIRST", owner_first, 1);
+      ds::ThreadPool pool(threads);
+      unsetenv("DS_POOL_OWNER_FIRST");
+      CHECK(pool.size() == threads);
+      for (int64_t count : {1, 2, 3, 7, 100, 1000}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(count));
+        for (auto& h : hits) h = 0;
+        std::atomic<int> bad_thread{0};
+        pool.parallel_for(count, [&](int64_t task, int thread) {
+          hits[size_t(task)].fetch_add(1);
+          if (thread < 0 || thread >= threads) bad_thread.fetch_add(1);
+        });
+        for (int64_t t = 0; t < count; ++t) CHECK(hits[size_t(t)].load() == 1);
+        CHECK(bad_thread.load() == 0);
+      }
     }
   }
 }
@@ -59,8 +65,11 @@ TEST(workers_take_part) {
 TEST(a_worker_starts_with_its_own_range) {
   // Owner-first hand-out: of 4 tasks the caller owns [0, 2) and the worker [2, 4), so that a
   // thread gets the same part of the data job after job. Task 0 (the caller's first) waits until
-  // another task has started, which only the worker can do; a shared counter would hand it task 1.
+  // another task has started, which only the worker can do; a shared counter would hand it task
+  // 0 or 1.
+  setenv("DS_POOL_OWNER_FIRST", "1", 1);
   ds::ThreadPool pool(2);
+  unsetenv("DS_POOL_OWNER_FIRST");
   std::atomic<int64_t> worker_first{-1};
   pool.parallel_for(4, [&](int64_t task, int thread) {
     if (thread != 0) {
@@ -69,7 +78,8 @@ TEST(a_worker_starts_with_its_own_range) {
     }
     if (task != 0 || thread != 0) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (worker_first.load() < 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    while (worker_first.load() < 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
   });
   CHECK(worker_first.load() == 2);
 }

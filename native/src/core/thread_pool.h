@@ -1,11 +1,11 @@
 // A persistent pool: created once (per session) with N threads, of which the calling thread is
 // one. parallel_for hands out task indices [0, count) owner first: thread t runs its own range
-// [t * count / N, (t + 1) * count / N) in order, then takes tasks left in the others' ranges. So
-// a thread gets the same part of the data job after job (a layer's weight panels stay in its L2;
-// a split that follows the previous layer's reads what the thread wrote), and the caller still
-// runs the share of a worker that is late. DS_POOL_OWNER_FIRST=0 hands out from one shared
-// counter instead (measurement). With N == 1 (or one task) it runs inline, in order, on the caller. Tasks must not throw. One job at a time: parallel_for is
-// not reentrant.
+// [t * count / N, (t + 1) * count / N) in order, then takes tasks left in the others' ranges.
+// So when the workers are on time a thread gets the same part of a job's data as in the last
+// job of that size (a layer's weight panels stay in its L2), and a late worker's share is still
+// taken by the others. DS_POOL_OWNER_FIRST=0 hands out from one shared counter instead
+// (measurement). With N == 1 (or one task) it runs inline, in order, on the caller. Tasks must
+// not throw. One job at a time: parallel_for is not reentrant.
 //
 // Waiting is spin-then-sleep: a model runs dozens of short jobs back to back, and waking a thread
 // from a condition variable costs 10-30 us each time. So after a job each worker spins on the job

@@ -9,8 +9,9 @@
 namespace ds {
 
 // Tasks per thread for the splits of compute-bound work (GEMMs, Winograd, conv im2col): the pool
-// hands them out dynamically, so that when a worker is late (asleep, or descheduled on a busy
-// machine) the caller runs most of the work instead of waiting for a whole half of it.
+// hands them out owner first, then lets a thread take what is left of the others' ranges, so
+// that when a worker is late (asleep, or descheduled on a busy machine) the caller runs most of
+// the work instead of waiting for a whole half of it.
 constexpr int64_t kPiecesPerThread = 4;
 
 // Items per piece when n items are cut into about kPiecesPerThread pieces per thread (at least 1).
