@@ -652,11 +652,10 @@ const WinogradKernels* winograd_rule(int64_t c, int64_t o, int64_t oh, int64_t o
   if (c < 16 || o < (pieces > 1 ? 32 : 64)) return nullptr;
   // The transformed filters (36 or 16 x C*O floats) come from memory on every run of a whole
   // network, so they must be spread over enough tiles: at most 256K (262,144) floats per tile
-  // for F(4x4, 3x3). ResNet-18
-  // stage 2 (256 x 256 at 14 x 14, F(4x4): 147K per tile) took 0.87-0.93 ms in-model against
-  // 2.27-2.29 as pixels (deepslim tune, 1 thread, Zen 4 AVX-512; before the GEMMs prefetched A,
-  // 1.19 against 1.09 on a Zen 5, whose GEMMs run twice as fast). 36*C*O must also stay well
-  // inside the L3: C*O <= 256 x 256.
+  // for F(4x4, 3x3). ResNet-18 stage 2 (256 x 256 at 14 x 14, F(4x4): 147K per tile) took
+  // 0.87-0.93 ms in-model against 2.27-2.29 as pixels (deepslim tune, 1 thread, Zen 4 AVX-512;
+  // before the GEMMs prefetched A, 1.19 against 1.09 on a Zen 5, whose GEMMs run twice as fast).
+  // 36*C*O must also stay well inside the L3: C*O <= 256 x 256.
   const int64_t bound = 256 * 1024;
   const int64_t tiles43 = ceil_div(oh, 4) * ceil_div(ow, 4);
   if (c * o <= 256 * 256 && tiles43 >= 16 && 36 * c * o <= bound * tiles43) return t.winograd43;
