@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "core/model.h"
 #include "core/session.h"
+#include "ops/op.h"
 #include "harness.h"
 #include "op_runner.h"
 #include "tiny_net.h"
@@ -460,4 +461,29 @@ TEST(empty_and_short_files_are_format_errors) {
         std::string::npos);
   CHECK(m == nullptr);
   std::remove(path);
+}
+
+// RunContext::thread_part: the threads' parts of a workspace never overlap, stay inside it and keep
+// the base's 64-byte alignment; spread over a larger session workspace, thread t's part starts at
+// the same place for every per-thread size that fits (nodes of different sizes reuse a thread's
+// own lines); without the session's size they are packed back to back.
+TEST(thread_parts_of_the_workspace) {
+  std::vector<float> storage(4096);
+  float* ws = storage.data();
+  for (int64_t floats : {int64_t(0), int64_t(4096)})
+    for (int threads : {1, 2, 3, 4})
+      for (int64_t head : {int64_t(0), int64_t(16), int64_t(48)})
+        for (int64_t per : {int64_t(1), int64_t(16), int64_t(100), int64_t(512)}) {
+          const ds::RunContext ctx{nullptr, nullptr, ws, floats};
+          for (int t = 0; t < threads; ++t) {
+            const float* part = ctx.thread_part(ws + head, per, t, threads);
+            const int64_t at = part - ws;
+            CHECK(at >= head + t * per);
+            CHECK(at + per <= 4096);
+            if (floats == 0 || threads == 1) CHECK(at == head + t * per);
+            if (floats > 0) CHECK((at - head) % 16 == 0);
+            if (t + 1 < threads) CHECK(ctx.thread_part(ws + head, per, t + 1, threads) - part >= per);
+            if (floats > 0 && per <= 512 / threads) CHECK(part == ctx.thread_part(ws + head, 512 / threads, t, threads));
+          }
+        }
 }

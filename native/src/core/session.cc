@@ -588,7 +588,7 @@ void Session::run_nodes(size_t begin, size_t end, const Frame& f) {
     const OpParams& params = fused(i) ? fused_params_[i] : node.params;
     const auto t0 = f.profile_ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (node.op->run_prepared)
-      node.op->run_prepared(params, {states_[i].get(), f.pool, f.workspace}, scratch, (*f.buffers)[out], shapes[out], kernels_);
+      node.op->run_prepared(params, {states_[i].get(), f.pool, f.workspace, int64_t(f.workspace_floats)}, scratch, (*f.buffers)[out], shapes[out], kernels_);
     else
       node.op->run(node.params, scratch, (*f.buffers)[out], shapes[out], kernels_);
     if (f.profile_ns)
@@ -607,7 +607,7 @@ void Session::run() {
       for (size_t k = 0; k < model_.inputs.size(); ++k) t.inputs[k] = input_data_[k] + b * product(input_shapes_[k], 1);
       for (uint32_t v : image_outs_)
         t.buffers[v] = reinterpret_cast<float*>(reinterpret_cast<char*>(buffers_[v]) + b * image_out_[v]);
-      run_nodes(0, image_nodes_, {&image_shapes_, &t.buffers, &t.inputs, nullptr, t.workspace, &t.scratch,
+      run_nodes(0, image_nodes_, {&image_shapes_, &t.buffers, &t.inputs, nullptr, t.workspace, 0, &t.scratch,
                                   profile ? t.profile_ns.data() : nullptr});
     };
     if (pool_) pool_->parallel_for(batch, image);
@@ -621,7 +621,7 @@ void Session::run() {
         }
   }
   run_nodes(image_nodes_, model_.nodes.size(),
-            {&shapes_, &buffers_, &input_data_, pool_.get(), workspace_, &scratch_, profile});
+            {&shapes_, &buffers_, &input_data_, pool_.get(), workspace_, workspace_floats_, &scratch_, profile});
   if (profile) ++profiled_runs_;
   ran_ = true;
 }
@@ -657,7 +657,7 @@ void Session::get_output(size_t index, float* dst, size_t capacity) const {
   if (capacity < size_t(n))
     fail(DS_ERR_INVALID_ARG, "output ", index, " ('", model_.values[model_.outputs[index]].name, "') has ", n,
          " elements ", shape_str(shape), ", more than the capacity ", capacity);
-  std::memcpy(dst, value_data(model_.outputs[index], {&shapes_, &buffers_, &input_data_, nullptr, nullptr, nullptr, nullptr}),
+  std::memcpy(dst, value_data(model_.outputs[index], {&shapes_, &buffers_, &input_data_, nullptr, nullptr, 0, nullptr, nullptr}),
               size_t(n) * sizeof(float));
 }
 

@@ -108,6 +108,7 @@ class Session {
     const std::vector<const float*>* inputs;  // per graph input
     ThreadPool* pool;
     float* workspace;
+    size_t workspace_floats;
     std::vector<OpInput>* scratch;
     uint64_t* profile_ns;  // per node, or null
   };

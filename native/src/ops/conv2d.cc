@@ -1000,14 +1000,14 @@ GemmParams group_gemm(const State& s, const Conv2dParams& c, const float* bias, 
 // the rows).
 template <typename Pack>
 void gemm_blocks(const GemmKernels& g, const State& s, const Conv2dParams& c, const float* bias, const float* rb,
-                 float* yb, int threads, ThreadPool* pool, float* ws, const Pack& pack) {
+                 float* yb, int threads, ThreadPool* pool, const RunContext& ctx, float* ws, const Pack& pack) {
   const int64_t n = c.oh * c.ow;
   const Im2colSplit sp = split_im2col(g, s.m, s.k, n, threads);
   const int64_t per_group = sp.blocks * sp.chunks;
   parallel(pool, c.group * per_group, work_or_inline(c.group * s.m * s.k * n, kMinParallelMacs), [&](int64_t task, int thread) {
     const int64_t gi = task / per_group, rest = task % per_group;
     const int64_t blk = rest / sp.chunks, chunk = rest % sp.chunks;
-    float* tws = ws + thread * sp.thread_floats;
+    float* tws = ctx.thread_part(ws, sp.thread_floats, thread, pool ? threads : 1);
     float* cols = tws + round16(g.workspace_floats);
     const int64_t j0 = blk * sp.block_panels * g.nr, j1 = std::min(n, j0 + sp.block_panels * g.nr);
     pack(gi, j0, j1 - j0, cols);
@@ -1126,7 +1126,7 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     if (!q.by_tile) {
       const int64_t macs = q.positions * cv * c.o * q.tiles;
       parallel(ctx.pool, q.blocks, work_or_inline(macs, kMinParallelMacs), [&](int64_t blk, int thread) {
-        float* ws = thread_ws + thread * q.thread_floats;
+        float* ws = ctx.thread_part(thread_ws, q.thread_floats, thread, threads_of(ctx.pool));
         float* v = ws + round16(g.workspace_floats);
         float* m = v + q.v_floats;
         if (q.pad_by_block) {
@@ -1154,7 +1154,7 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
                  input(blk, c0, c1, padded, q.hp, 0, v);
                });
       parallel(ctx.pool, q.positions, work_or_inline(q.positions * cv * c.o * q.nb, kMinParallelMacs),
-               [&](int64_t xi, int thread) { gemms(blk, xi, xi + 1, v, m, thread_ws + thread * q.thread_floats); });
+               [&](int64_t xi, int thread) { gemms(blk, xi, xi + 1, v, m, ctx.thread_part(thread_ws, q.thread_floats, thread, threads_of(ctx.pool))); });
       parallel(ctx.pool, ceil_div(c.o, per_out), work_or_inline(q.positions * c.o * q.nb, kMinParallelFloats),
                [&](int64_t task, int) { output(blk, task * per_out, std::min(c.o, (task + 1) * per_out), m); });
     }
@@ -1221,7 +1221,7 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
       expand_in = phases;
     }
     parallel(ctx.pool, runs, work_or_inline(macs, kMinParallelMacs), [&](int64_t run, int thread) {
-      float* slice = slices + thread * f.thread_floats;
+      float* slice = ctx.thread_part(slices, f.thread_floats, thread, threads_of(ctx.pool));
       float* ex = slice + c.c * f.band;
       int64_t held0 = 0, held1 = 0;  // the expand's output rows [held0, held1) at the top of ex
       const int64_t run1 = (run + 1) * c.h / runs;
@@ -1427,7 +1427,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       }
       // The plane's columns packed block by block (16-byte copies, inline) rather than by the
       // GEMM's packing (a memcpy per k step of a panel), then the GEMM on the packed block.
-      gemm_blocks(g, *s, c, bias, rb, yb, nth, tp, blocks_ws,
+      gemm_blocks(g, *s, c, bias, rb, yb, nth, tp, ctx, blocks_ws,
                   [&](int64_t gi, int64_t j0, int64_t cols, float* dst) {
                     pack_panels(src + gi * cg * src_plane, src_plane, cg, j0, cols, g.nr, dst);
                   });
@@ -1599,7 +1599,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
       });
       return;
     }
-    gemm_blocks(g, *s, c, bias, rb, yb, nth, tp, phases + round16(c.c * ph.floats()),
+    gemm_blocks(g, *s, c, bias, rb, yb, nth, tp, ctx, phases + round16(c.c * ph.floats()),
                 [&](int64_t gi, int64_t j0, int64_t cols, float* dst) {
                   im2col_pack_phases(c, ph, phases + gi * cg * ph.floats(), cg, j0, cols, g.nr, dst);
                 });
@@ -1609,7 +1609,7 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
   // split across the threads.
   if (images_per_thread(s, c.n, threads)) {
     const int64_t per = round16(image_workspace(p, s, {in[0].shape, in[1].shape}, os, 1));
-    ctx.pool->parallel_for(c.n, [&](int64_t b, int thread) { image(b, nullptr, 1, ctx.workspace + thread * per); });
+    ctx.pool->parallel_for(c.n, [&](int64_t b, int thread) { image(b, nullptr, 1, ctx.thread_part(ctx.workspace, per, thread, threads)); });
   } else {
     for (int64_t b = 0; b < c.n; ++b) image(b, ctx.pool, threads, ctx.workspace);
   }
