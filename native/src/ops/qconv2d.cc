@@ -409,7 +409,7 @@ void fill_phases4(const State& s, const Conv2dParams& c, int32_t x_zp, const uin
 // x: u8, or f32 with `quantize` (State::takes_f32).
 void run_shifted(const State& s, const QConv2dParams& q, const void* x, const OpParams::FusedQuantize& quantize,
                  QuantizeKernel quantize_row, const QChannelParams& ch, uint8_t* padded, uint8_t* ws, int threads,
-                 ThreadPool* pool, uint8_t* y, const FusedAdd* fuse) {
+                 ThreadPool* pool, uint8_t* y, const FusedAdd* fuse, const RunContext& ctx) {
   const QGemmKernels& g = *s.gemm;
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
@@ -490,7 +490,7 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
         const int64_t p0 = col * s.chunk, p1 = std::min(columns, p0 + s.chunk);
         const int64_t m0 = mb * m_per, m1 = std::min(og, m0 + m_per);
         if (m0 >= m1) return;
-        uint8_t* out = ws + thread * s.ws_bytes;
+        uint8_t* out = ctx.thread_part(ws, s.ws_bytes, thread, threads);
         uint8_t* packed = out + staging;
         QGemmParams gp;
         if (s.implicit) {
@@ -541,7 +541,7 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
 // unless read as it is, then tasks of one group and panel of kQ16Nr grid columns each.
 template <typename X, typename Y>
 void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QChannelParams& ch, Y* y,
-                    uint8_t* workspace, int threads, ThreadPool* pool) {
+                    uint8_t* workspace, int threads, ThreadPool* pool, const RunContext& ctx) {
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, pixels = c.oh * c.ow, planes_per_channel = s.phases * s.hq * s.wq;
   const int64_t columns = (c.oh - 1) * s.wq + c.ow;
@@ -561,7 +561,7 @@ void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QC
       const int64_t per = (c.c + threads - 1) / threads;
       parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int thread) {
         // a u8 row as x - x_zp, in this thread's slice (its GEMM part is unused until the planes are filled)
-        int16_t* wide = reinterpret_cast<int16_t*>(ws + thread * s.ws_bytes + panel_bytes + kQ16AccBytes);
+        int16_t* wide = reinterpret_cast<int16_t*>(ctx.thread_part(ws, s.ws_bytes, thread, threads) + panel_bytes + kQ16AccBytes);
         for (int64_t ci = t * per; ci < std::min(c.c, (t + 1) * per); ++ci) {
           std::fill(padded + ci * planes_per_channel, padded + (ci + 1) * planes_per_channel, int16_t(0));
           const X* xc = xb + ci * c.h * c.w;
@@ -582,8 +582,9 @@ void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QC
     parallel(pool, c.group * panels, [&](int64_t t, int thread) {
       const int64_t gi = t / panels, p0 = t % panels * kQ16Nr;
       const int64_t n = std::min<int64_t>(kQ16Nr, columns - p0);
-      int16_t* panel = reinterpret_cast<int16_t*>(ws + thread * s.ws_bytes);
-      int64_t* acc = reinterpret_cast<int64_t*>(ws + thread * s.ws_bytes + panel_bytes);
+      uint8_t* part = ctx.thread_part(ws, s.ws_bytes, thread, threads);
+      int16_t* panel = reinterpret_cast<int16_t*>(part);
+      int64_t* acc = reinterpret_cast<int64_t*>(part + panel_bytes);
       g.pack_rows(cg * c.kh * c.kw, planes + gi * cg * planes_per_channel + p0, s.row_offsets.data(), n, panel);
       for (int64_t m0 = 0; m0 < og; m0 += kQ16Mr) {
         const int rows = int(std::min<int64_t>(kQ16Mr, og - m0));
@@ -615,7 +616,7 @@ void run_int16(const State& s, const QConv2dParams& q, const std::vector<OpInput
     // Declared dims are not the run's shape in a malformed file: then the reference kernel.
     if (s.q16 && s.q16_input == Shape{c.c, c.h, c.w}) {
       run_int16_gemm(s, q, x, ch, y, reinterpret_cast<uint8_t*>(ctx.workspace), ctx.pool ? ctx.pool->size() : 1,
-                     ctx.pool);
+                     ctx.pool, ctx);
       return;
     }
     parallel_range(ctx.pool, planes, 2, 1, [&](int64_t p0, int64_t p1) { ds_q16_conv2d__scalar(q, x, w, ch, y, p0, p1); });
@@ -674,8 +675,9 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
       uint8_t* yb = y + b * c.o * pixels;
       parallel(ctx.pool, blocks, [&](int64_t t, int thread) {
         const int64_t c0 = t * per, c1 = std::min(c.c, (t + 1) * per);
-        if (s.dw_packed) s.dw_packed(one, xb, s.dw_consts.data(), ws + thread * s.ws_bytes, yb, c0, c1);
-        else s.dw(one, xb, w, ch, ws + thread * s.ws_bytes, yb, c0, c1);
+        uint8_t* part = ctx.thread_part(ws, s.ws_bytes, thread, threads);
+        if (s.dw_packed) s.dw_packed(one, xb, s.dw_consts.data(), part, yb, c0, c1);
+        else s.dw(one, xb, w, ch, part, yb, c0, c1);
         if (fuse) (*fuse)(yb + c0 * pixels, yb + c0 * pixels, (c1 - c0) * pixels);
       });
     }
@@ -685,7 +687,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
   if (s.shifted) {
     const QuantizeKernel quantize_row = kt.q && kt.q->quantize ? kt.q->quantize : ds_qu8_quantize__scalar;
-    run_shifted(s, q, in[0].data, p.quantize, quantize_row, ch, padded, ws, threads, ctx.pool, y, fuse);
+    run_shifted(s, q, in[0].data, p.quantize, quantize_row, ch, padded, ws, threads, ctx.pool, y, fuse, ctx);
     return;
   }
   const int64_t col_tasks = (pixels + s.chunk - 1) / s.chunk;
@@ -703,7 +705,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
         const int64_t p0 = col * s.chunk, p1 = std::min(pixels, p0 + s.chunk);
         const int64_t m0 = mb * m_per, m1 = std::min(og, m0 + m_per);
         if (m0 >= m1) return;
-        uint8_t* tws = ws + thread * s.ws_bytes;
+        uint8_t* tws = ctx.thread_part(ws, s.ws_bytes, thread, threads);
         const uint8_t* src = xg + p0;
         int64_t stride = in_plane;
         if (!s.direct) {
