@@ -463,27 +463,42 @@ TEST(empty_and_short_files_are_format_errors) {
   std::remove(path);
 }
 
-// RunContext::thread_part: the threads' parts of a workspace never overlap, stay inside it and keep
-// the base's 64-byte alignment; spread over a larger session workspace, thread t's part starts at
-// the same place for every per-thread size that fits (nodes of different sizes reuse a thread's
-// own lines); without the session's size they are packed back to back.
+// RunContext::thread_part: the threads' parts never overlap, stay inside the workspace (also when
+// they fill it exactly or follow a large head) and keep 64-byte alignment; with the session's size
+// known, thread t >= 1 starts at t / threads of the workspace whenever its packed part would start
+// before that, whatever the head and the per-thread size (nodes of different sizes reuse a
+// thread's own lines); without it, or on one thread, the parts are packed back to back.
+template <typename T>
+void check_thread_parts(int64_t floats, int threads, int64_t head_bytes, int64_t per) {
+  alignas(64) static float storage[4096];
+  const ds::RunContext ctx{nullptr, nullptr, storage, floats};
+  char* ws = reinterpret_cast<char*>(storage);
+  T* base = reinterpret_cast<T*>(ws + head_bytes);
+  const int64_t per_bytes = per * int64_t(sizeof(T)), share = floats * 4 / threads / 64 * 64;
+  for (int t = 0; t < threads; ++t) {
+    const int64_t at = reinterpret_cast<char*>(ctx.thread_part(base, per, t, threads)) - ws;
+    const int64_t packed = head_bytes + t * per_bytes;
+    CHECK(at >= packed);
+    CHECK(at + per_bytes <= (floats > 0 ? floats : 4096) * 4);
+    if (per_bytes % 64 == 0) CHECK(at % 64 == 0);
+    if (floats == 0 || threads == 1) CHECK(at == packed);
+    else if (t > 0 && packed <= t * share) CHECK(at == t * share);
+    if (t + 1 < threads)
+      CHECK(reinterpret_cast<char*>(ctx.thread_part(base, per, t + 1, threads)) - ws >= at + per_bytes);
+  }
+}
+
 TEST(thread_parts_of_the_workspace) {
-  std::vector<float> storage(4096);
-  float* ws = storage.data();
-  for (int64_t floats : {int64_t(0), int64_t(4096)})
+  for (int64_t floats : {int64_t(0), int64_t(4096), int64_t(3000)})
     for (int threads : {1, 2, 3, 4})
-      for (int64_t head : {int64_t(0), int64_t(16), int64_t(48)})
-        for (int64_t per : {int64_t(1), int64_t(16), int64_t(100), int64_t(512)}) {
-          const ds::RunContext ctx{nullptr, nullptr, ws, floats};
-          for (int t = 0; t < threads; ++t) {
-            const float* part = ctx.thread_part(ws + head, per, t, threads);
-            const int64_t at = part - ws;
-            CHECK(at >= head + t * per);
-            CHECK(at + per <= 4096);
-            if (floats == 0 || threads == 1) CHECK(at == head + t * per);
-            if (floats > 0) CHECK((at - head) % 16 == 0);
-            if (t + 1 < threads) CHECK(ctx.thread_part(ws + head, per, t + 1, threads) - part >= per);
-            if (floats > 0 && per <= 512 / threads) CHECK(part == ctx.thread_part(ws + head, 512 / threads, t, threads));
-          }
+      for (int64_t head : {int64_t(0), int64_t(64), int64_t(192), int64_t(8192)})
+        for (int64_t per : {int64_t(1), int64_t(16), int64_t(100), int64_t(256), int64_t(1000), int64_t(1024)}) {
+          const int64_t limit = (floats > 0 ? floats : 4096) * 4;
+          if (head + threads * per * 4 <= limit) check_thread_parts<float>(floats, threads, head, per);
+          if (head + threads * per <= limit) check_thread_parts<uint8_t>(floats, threads, head, per);
         }
+  // Tight: the parts fill the workspace after the head exactly.
+  check_thread_parts<float>(3000, 2, 2000 * 4, 500);
+  check_thread_parts<float>(3000, 3, 0, 1000);
+  check_thread_parts<float>(4096, 2, 2048 * 4, 1024);
 }

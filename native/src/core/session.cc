@@ -588,7 +588,8 @@ void Session::run_nodes(size_t begin, size_t end, const Frame& f) {
     const OpParams& params = fused(i) ? fused_params_[i] : node.params;
     const auto t0 = f.profile_ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (node.op->run_prepared)
-      node.op->run_prepared(params, {states_[i].get(), f.pool, f.workspace, int64_t(f.workspace_floats)}, scratch, (*f.buffers)[out], shapes[out], kernels_);
+      node.op->run_prepared(params, {states_[i].get(), f.pool, f.workspace, int64_t(f.workspace_floats)}, scratch,
+                            (*f.buffers)[out], shapes[out], kernels_);
     else
       node.op->run(node.params, scratch, (*f.buffers)[out], shapes[out], kernels_);
     if (f.profile_ns)

@@ -108,7 +108,7 @@ class Session {
     const std::vector<const float*>* inputs;  // per graph input
     ThreadPool* pool;
     float* workspace;
-    size_t workspace_floats;
+    size_t workspace_floats;  // its size (RunContext::thread_part), 0 on the image pass (one thread each)
     std::vector<OpInput>* scratch;
     uint64_t* profile_ns;  // per node, or null
   };

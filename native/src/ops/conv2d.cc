@@ -1126,7 +1126,7 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
     if (!q.by_tile) {
       const int64_t macs = q.positions * cv * c.o * q.tiles;
       parallel(ctx.pool, q.blocks, work_or_inline(macs, kMinParallelMacs), [&](int64_t blk, int thread) {
-        float* ws = ctx.thread_part(thread_ws, q.thread_floats, thread, threads_of(ctx.pool));
+        float* ws = ctx.thread_part(thread_ws, q.thread_floats, thread, threads);
         float* v = ws + round16(g.workspace_floats);
         float* m = v + q.v_floats;
         if (q.pad_by_block) {
@@ -1154,7 +1154,9 @@ void run_winograd(const State& s, const Conv2dParams& c, const RunContext& ctx, 
                  input(blk, c0, c1, padded, q.hp, 0, v);
                });
       parallel(ctx.pool, q.positions, work_or_inline(q.positions * cv * c.o * q.nb, kMinParallelMacs),
-               [&](int64_t xi, int thread) { gemms(blk, xi, xi + 1, v, m, ctx.thread_part(thread_ws, q.thread_floats, thread, threads_of(ctx.pool))); });
+               [&](int64_t xi, int thread) {
+                 gemms(blk, xi, xi + 1, v, m, ctx.thread_part(thread_ws, q.thread_floats, thread, threads));
+               });
       parallel(ctx.pool, ceil_div(c.o, per_out), work_or_inline(q.positions * c.o * q.nb, kMinParallelFloats),
                [&](int64_t task, int) { output(blk, task * per_out, std::min(c.o, (task + 1) * per_out), m); });
     }
@@ -1609,7 +1611,9 @@ void run_prepared(const OpParams& p, const RunContext& ctx, const std::vector<Op
   // split across the threads.
   if (images_per_thread(s, c.n, threads)) {
     const int64_t per = round16(image_workspace(p, s, {in[0].shape, in[1].shape}, os, 1));
-    ctx.pool->parallel_for(c.n, [&](int64_t b, int thread) { image(b, nullptr, 1, ctx.thread_part(ctx.workspace, per, thread, threads)); });
+    ctx.pool->parallel_for(c.n, [&](int64_t b, int thread) {
+      image(b, nullptr, 1, ctx.thread_part(ctx.workspace, per, thread, threads));
+    });
   } else {
     for (int64_t b = 0; b < c.n; ++b) image(b, ctx.pool, threads, ctx.workspace);
   }

@@ -561,7 +561,8 @@ void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QC
       const int64_t per = (c.c + threads - 1) / threads;
       parallel(pool, (c.c + per - 1) / per, [&](int64_t t, int thread) {
         // a u8 row as x - x_zp, in this thread's slice (its GEMM part is unused until the planes are filled)
-        int16_t* wide = reinterpret_cast<int16_t*>(ctx.thread_part(ws, s.ws_bytes, thread, threads) + panel_bytes + kQ16AccBytes);
+        uint8_t* part = ctx.thread_part(ws, s.ws_bytes, thread, threads);
+        int16_t* wide = reinterpret_cast<int16_t*>(part + panel_bytes + kQ16AccBytes);
         for (int64_t ci = t * per; ci < std::min(c.c, (t + 1) * per); ++ci) {
           std::fill(padded + ci * planes_per_channel, padded + (ci + 1) * planes_per_channel, int16_t(0));
           const X* xc = xb + ci * c.h * c.w;
