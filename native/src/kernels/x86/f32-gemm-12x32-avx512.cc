@@ -23,6 +23,11 @@ constexpr int kMr = 12, kNr = 32;
 // at 14 x 14, in-model p10, 1 thread) 1.07-1.10 -> 0.85-0.89 ms; 16 / 32 / 128 / 256 steps ahead:
 // 0.94-0.99 / 0.88-0.94 / 0.86-0.92 / 0.87-0.91 (BENCHMARKS.md, thirteenth round).
 constexpr int kPrefetchASteps = 64;
+// One 16-column vector of B (NV = 1) makes a k step half as long, so the same distance in time is
+// twice the steps: ResNet-18 stage 3 (F(2x2, 3x3) at 7 x 7, 16 tiles: 512 x 512 matrices of one
+// vector, in-model p10, 1 thread) 1.59-1.61 ms at 64 steps, 1.50-1.52 at 128; 96 / 160 / 192 /
+// 256 steps: 1.65-1.66 / 1.59-1.65 / 1.69-1.72 / 1.60-1.65.
+constexpr int kPrefetchASteps1 = 128;
 // kc x 32 B panel = 48 KB (the L1d size: it streams from L2 when it does not stay); mc x kc A
 // block = 360 KB of the 1 MB L2; kc x nc B block = 1.1 MB. Chosen by measurement (docs/kernels.md).
 using Cfg = x86::GemmBlocking<kMr, kNr, 384, 240, 768>;
@@ -118,7 +123,8 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
       }
     }
     if (!kRows && q < pf.lines) _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
-    if (!kRows && a_step == kMr) _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchASteps * kMr), _MM_HINT_T0);
+    if (!kRows && a_step == kMr)
+      _mm_prefetch(reinterpret_cast<const char*>(a + (NV == 1 ? kPrefetchASteps1 : kPrefetchASteps) * kMr), _MM_HINT_T0);
     a += a_step;
     if (R > kMr) a_next += a_step;
     if (!kRows) b += kNr;
