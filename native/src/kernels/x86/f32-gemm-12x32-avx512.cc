@@ -28,6 +28,8 @@ constexpr int kPrefetchASteps = 64;
 // vector, in-model p10, 1 thread) 1.59-1.61 ms at 64 steps, 1.50-1.52 at 128; 96 / 160 / 192 /
 // 256 steps: 1.65-1.66 / 1.59-1.65 / 1.69-1.72 / 1.60-1.65.
 constexpr int kPrefetchASteps1 = 128;
+// With GemmPrefetch::far_a, also into L2 this many steps ahead (24 KB); 256-1024 measured alike.
+constexpr int kPrefetchAFarSteps = 512;
 // kc x 32 B panel = 48 KB (the L1d size: it streams from L2 when it does not stay); mc x kc A
 // block = 360 KB of the 1 MB L2; kc x nc B block = 1.1 MB. Chosen by measurement (docs/kernels.md).
 using Cfg = x86::GemmBlocking<kMr, kNr, 384, 240, 768>;
@@ -123,8 +125,10 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
       }
     }
     if (!kRows && q < pf.lines) _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
-    if (!kRows && a_step == kMr)
+    if (!kRows && a_step == kMr) {
       _mm_prefetch(reinterpret_cast<const char*>(a + (NV == 1 ? kPrefetchASteps1 : kPrefetchASteps) * kMr), _MM_HINT_T0);
+      if (pf.far_a) _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchAFarSteps * kMr), _MM_HINT_T1);
+    }
     a += a_step;
     if (R > kMr) a_next += a_step;
     if (!kRows) b += kNr;

@@ -26,6 +26,8 @@ using Cfg = x86::GemmBlocking<kMr, kNr, 256, 168, 768, 128>;
 // position matrices stream from L3 or memory (see the AVX-512 kernel).
 // ResNet-18 stage 2 at this level on a Zen 4 (in-model p10, 1 thread): 1.05-1.07 -> 0.81-0.83 ms.
 constexpr int kPrefetchASteps = 128;
+// With GemmPrefetch::far_a, also into L2 this many steps ahead (24 KB, as at AVX-512).
+constexpr int kPrefetchAFarSteps = 1024;
 
 DS_ALWAYS_INLINE __m256 activate(__m256 v, int32_t act, __m256 alpha, __m256 beta) {
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
@@ -118,7 +120,10 @@ DS_ALWAYS_INLINE void ukernel_core(int64_t nr, int64_t kc, const float* a, const
       b1 = NV == 1 ? b0 : kMaskB ? _mm256_maskload_ps(bq + 8, lo1) : _mm256_loadu_ps(bq + 8);
     }
     const float* aq = a + q * a_step;
-    if (!kRows && a_step == kMr) _mm_prefetch(reinterpret_cast<const char*>(aq + kPrefetchASteps * kMr), _MM_HINT_T0);
+    if (!kRows && a_step == kMr) {
+      _mm_prefetch(reinterpret_cast<const char*>(aq + kPrefetchASteps * kMr), _MM_HINT_T0);
+      if (pf.far_a) _mm_prefetch(reinterpret_cast<const char*>(aq + kPrefetchAFarSteps * kMr), _MM_HINT_T1);
+    }
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(aq + r);
