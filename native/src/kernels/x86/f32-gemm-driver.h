@@ -116,7 +116,7 @@ inline GemmPrefetch prefetch_share(const GemmPrefetch& next, int64_t t, int64_t 
 // large weights come from memory at batch 1 (ResNet-18's do not fit the L3), further than the L1
 // prefetch reaches. The later panels find the block in L2. ResNet-18 (in-model p10, 1 thread):
 // stage 3 F(2x2, 3x3) 1.51 -> 1.30 ms, stage 2 F(4x4, 3x3) 0.86 -> 0.81; smaller weights
-// (SqueezeNet 1.1's, resident in L3) were 2-4% slower with it on their Winograd layers.
+// (SqueezeNet 1.1's, resident in L3) were 2-7% slower with it on their Winograd layers.
 constexpr int64_t kFarPrefetchAFloats = 64 * 1024;
 
 // plus_row: the level's MR + 1 row tile, or null.
