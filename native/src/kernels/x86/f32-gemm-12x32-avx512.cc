@@ -27,7 +27,7 @@ constexpr int kPrefetchASteps = 64;
 // twice the steps: ResNet-18 stage 3 (F(2x2, 3x3) at 7 x 7, 16 tiles: 512 x 512 matrices of one
 // vector, in-model p10, 1 thread) 1.59-1.61 ms at 64 steps, 1.50-1.52 at 128; 96 / 160 / 192 /
 // 256 steps: 1.65-1.66 / 1.59-1.65 / 1.69-1.72 / 1.60-1.65.
-constexpr int kPrefetchASteps1 = 128;
+constexpr int kPrefetchAStepsOneVector = 128;
 // With GemmPrefetch::far_a, also into L2 this many steps ahead (24 KB); 256-1024 measured alike.
 constexpr int kPrefetchAFarSteps = 512;
 // kc x 32 B panel = 48 KB (the L1d size: it streams from L2 when it does not stay); mc x kc A
@@ -126,7 +126,8 @@ inline void ukernel_core(int64_t nr, int64_t kc, const float* a, const float* b,
     }
     if (!kRows && q < pf.lines) _mm_prefetch(reinterpret_cast<const char*>(pf.at + 16 * q), _MM_HINT_T0);
     if (!kRows && a_step == kMr) {
-      _mm_prefetch(reinterpret_cast<const char*>(a + (NV == 1 ? kPrefetchASteps1 : kPrefetchASteps) * kMr), _MM_HINT_T0);
+      constexpr int steps = NV == 1 ? kPrefetchAStepsOneVector : kPrefetchASteps;
+      _mm_prefetch(reinterpret_cast<const char*>(a + steps * kMr), _MM_HINT_T0);
       if (pf.far_a) _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchAFarSteps * kMr), _MM_HINT_T1);
     }
     a += a_step;

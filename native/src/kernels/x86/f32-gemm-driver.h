@@ -37,11 +37,11 @@ struct GemmTileEpilogue {
 };
 
 // Lines of the next packed B panel a tile prefetches while it computes, one per k step (T0: into
-// L1 as well; T1 gained less in-model, docs/kernels.md).
+// L1 as well; T1 gained less in-model, docs/kernels.md), and the distance of A's L2 prefetch.
 struct GemmPrefetch {
   const float* at = nullptr;
   int64_t lines = 0;
-  bool far_a = false;  // also fetch A far ahead into L2 (kFarPrefetchAFloats)
+  bool far_a = false;  // A also into L2, the kernel's kPrefetchAFarSteps ahead (kFarPrefetchMinAFloats)
 };
 
 // Microkernel: C tile (mr x nr, mr <= MR, nr <= NR) = (accumulate ? C : 0) + a . b over kc steps,
@@ -111,13 +111,16 @@ inline GemmPrefetch prefetch_share(const GemmPrefetch& next, int64_t t, int64_t 
   return {next.at + first * 16, lines < kc ? lines : kc};
 }
 
-// A pre-packed A (weights) of at least this many floats is also prefetched into L2 far ahead
-// (about one 512-deep panel) while the first column panel of its M block streams it: a network's
-// large weights come from memory at batch 1 (ResNet-18's do not fit the L3), further than the L1
-// prefetch reaches. The later panels find the block in L2. ResNet-18 (in-model p10, 1 thread):
-// stage 3 F(2x2, 3x3) 1.51 -> 1.30 ms, stage 2 F(4x4, 3x3) 0.86 -> 0.81; smaller weights
-// (SqueezeNet 1.1's, resident in L3) were 2-7% slower with it on their Winograd layers.
-constexpr int64_t kFarPrefetchAFloats = 64 * 1024;
+// A pre-packed A (a slice of it, as the threads split it) of at least this many floats is also
+// prefetched into L2, 24 KB ahead, while the first column panel of its M block streams it: a
+// network's large weights come from memory at batch 1 (ResNet-18's do not fit the L3), further
+// ahead than the L1 prefetch reaches; the later panels find the block in L2. At K = 512 (AVX-512)
+// that is the next tile's panel at the same k step; the panel stride as the distance measured
+// slower (stage 3 1.40 ms against 1.31). ResNet-18 (in-model p10, 1 thread): stage 3 F(2x2, 3x3)
+// 1.51 -> 1.30 ms, stage 2 F(4x4, 3x3) 0.87-0.91 -> 0.82. Smaller weights (SqueezeNet 1.1's,
+// resident in L3) were 2-7% slower with it on their Winograd layers. The pixels path's packed
+// im2col (in cache) of a large layer takes it too: ResNet-18's 7x7 stride-2 layer measured level.
+constexpr int64_t kFarPrefetchMinAFloats = 64 * 1024;
 
 // plus_row: the level's MR + 1 row tile, or null.
 template <class Cfg>
@@ -132,7 +135,7 @@ void gemm_blocked(const GemmParams& p, const GemmMicrokernel* ukernels, float* w
   // rows): the microkernel reads each k step's mr floats in place, no packing.
   const bool a_in_place = !p.a.packed && p.a.row_stride == 1;
   const int64_t kc_max = a_in_place ? Cfg::kKcAInPlace : Cfg::kKc;
-  const bool far_a = p.a.packed && M * K >= kFarPrefetchAFloats;
+  const bool far_a = p.a.packed && M * K >= kFarPrefetchMinAFloats;
   for (int64_t jc = 0; jc < N; jc += Cfg::kNc) {
     const int64_t nc = N - jc < Cfg::kNc ? N - jc : Cfg::kNc;
     for (int64_t pc = 0;; pc += kc_max) {
