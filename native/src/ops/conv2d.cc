@@ -1213,7 +1213,8 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
   // that a band finds the expand rows it shares with the band before (2 at stride 1, 1 at
   // stride 2) in the thread's slice and copies them to the slice's top instead of computing them
   // again (8-row bands at stride 1 computed 25% of the expand twice).
-  const int64_t runs = std::min<int64_t>(ceil_div(c.h, f.rows), threads_of(ctx.pool));
+  const int threads = threads_of(ctx.pool);
+  const int64_t runs = std::min<int64_t>(ceil_div(c.h, f.rows), threads);
   for (int64_t b = 0; b < c.n; ++b) {
     const float* expand_in = e ? in[kProducerInput + 3].data + b * expand_in_image : nullptr;
     if (phases) {  // the expansion's input as its row and column phases, shared by the bands
@@ -1223,7 +1224,7 @@ void run_depthwise_1x1(const State& s, const OpParams::FusedDepthwise& dw, const
       expand_in = phases;
     }
     parallel(ctx.pool, runs, work_or_inline(macs, kMinParallelMacs), [&](int64_t run, int thread) {
-      float* slice = ctx.thread_part(slices, f.thread_floats, thread, threads_of(ctx.pool));
+      float* slice = ctx.thread_part(slices, f.thread_floats, thread, threads);
       float* ex = slice + c.c * f.band;
       int64_t held0 = 0, held1 = 0;  // the expand's output rows [held0, held1) at the top of ex
       const int64_t run1 = (run + 1) * c.h / runs;

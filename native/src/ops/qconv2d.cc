@@ -408,8 +408,10 @@ void fill_phases4(const State& s, const Conv2dParams& c, int32_t x_zp, const uin
 // The path of State::shifted.
 // x: u8, or f32 with `quantize` (State::takes_f32).
 void run_shifted(const State& s, const QConv2dParams& q, const void* x, const OpParams::FusedQuantize& quantize,
-                 QuantizeKernel quantize_row, const QChannelParams& ch, uint8_t* padded, uint8_t* ws, int threads,
-                 ThreadPool* pool, uint8_t* y, const FusedAdd* fuse, const RunContext& ctx) {
+                 QuantizeKernel quantize_row, const QChannelParams& ch, uint8_t* padded, uint8_t* ws, uint8_t* y,
+                 const FusedAdd* fuse, const RunContext& ctx) {
+  ThreadPool* pool = ctx.pool;
+  const int threads = pool ? pool->size() : 1;
   const QGemmKernels& g = *s.gemm;
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
@@ -541,7 +543,10 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
 // unless read as it is, then tasks of one group and panel of kQ16Nr grid columns each.
 template <typename X, typename Y>
 void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QChannelParams& ch, Y* y,
-                    uint8_t* workspace, int threads, ThreadPool* pool, const RunContext& ctx) {
+                    const RunContext& ctx) {
+  ThreadPool* pool = ctx.pool;
+  const int threads = pool ? pool->size() : 1;
+  uint8_t* workspace = reinterpret_cast<uint8_t*>(ctx.workspace);
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, pixels = c.oh * c.ow, planes_per_channel = s.phases * s.hq * s.wq;
   const int64_t columns = (c.oh - 1) * s.wq + c.ow;
@@ -616,8 +621,7 @@ void run_int16(const State& s, const QConv2dParams& q, const std::vector<OpInput
   q_with_types(in[0].dtype, in[0].data, y_dtype, out, [&](auto* x, auto* y) {
     // Declared dims are not the run's shape in a malformed file: then the reference kernel.
     if (s.q16 && s.q16_input == Shape{c.c, c.h, c.w}) {
-      run_int16_gemm(s, q, x, ch, y, reinterpret_cast<uint8_t*>(ctx.workspace), ctx.pool ? ctx.pool->size() : 1,
-                     ctx.pool, ctx);
+      run_int16_gemm(s, q, x, ch, y, ctx);
       return;
     }
     parallel_range(ctx.pool, planes, 2, 1, [&](int64_t p0, int64_t p1) { ds_q16_conv2d__scalar(q, x, w, ch, y, p0, p1); });
@@ -688,7 +692,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
   if (s.shifted) {
     const QuantizeKernel quantize_row = kt.q && kt.q->quantize ? kt.q->quantize : ds_qu8_quantize__scalar;
-    run_shifted(s, q, in[0].data, p.quantize, quantize_row, ch, padded, ws, threads, ctx.pool, y, fuse, ctx);
+    run_shifted(s, q, in[0].data, p.quantize, quantize_row, ch, padded, ws, y, fuse, ctx);
     return;
   }
   const int64_t col_tasks = (pixels + s.chunk - 1) / s.chunk;
