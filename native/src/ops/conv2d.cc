@@ -838,8 +838,6 @@ std::shared_ptr<const void> prepare(const OpParams& p, const std::vector<ValueIn
   return s;
 }
 
-int threads_of(const ThreadPool* pool) { return pool ? pool->size() : 1; }
-
 // Workspace for one image on `threads` threads.
 int64_t image_workspace(const OpParams& p, const State* s, const std::vector<const Shape*>& in, const Shape& os,
                         int threads) {

@@ -14,6 +14,9 @@ namespace ds {
 // the work instead of waiting for a whole half of it.
 constexpr int64_t kPiecesPerThread = 4;
 
+// The threads a job on `pool` runs on (null: inline, 1).
+inline int threads_of(const ThreadPool* pool) { return pool ? pool->size() : 1; }
+
 // Items per piece when n items are cut into about kPiecesPerThread pieces per thread (at least 1).
 inline int64_t items_per_piece(int64_t n, int threads) {
   return std::max<int64_t>(1, n / (kPiecesPerThread * threads));
@@ -27,7 +30,7 @@ inline int64_t items_per_piece(int64_t n, int threads) {
 // slower, but an A/A comparison of one library against itself moves those nodes as much).
 template <typename Fn>
 void parallel_range(ThreadPool* pool, int64_t n, int64_t min_items, int64_t align, Fn&& fn) {
-  const int threads = pool ? pool->size() : 1;
+  const int threads = threads_of(pool);
   if (threads < 2 || n < min_items || n <= align) {
     fn(int64_t{0}, n);
     return;

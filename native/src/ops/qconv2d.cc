@@ -411,7 +411,7 @@ void run_shifted(const State& s, const QConv2dParams& q, const void* x, const Op
                  QuantizeKernel quantize_row, const QChannelParams& ch, uint8_t* padded, uint8_t* ws, uint8_t* y,
                  const FusedAdd* fuse, const RunContext& ctx) {
   ThreadPool* pool = ctx.pool;
-  const int threads = pool ? pool->size() : 1;
+  const int threads = threads_of(pool);
   const QGemmKernels& g = *s.gemm;
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, k = cg * c.kh * c.kw;
@@ -545,7 +545,7 @@ template <typename X, typename Y>
 void run_int16_gemm(const State& s, const QConv2dParams& q, const X* x, const QChannelParams& ch, Y* y,
                     const RunContext& ctx) {
   ThreadPool* pool = ctx.pool;
-  const int threads = pool ? pool->size() : 1;
+  const int threads = threads_of(pool);
   uint8_t* workspace = reinterpret_cast<uint8_t*>(ctx.workspace);
   const Conv2dParams& c = q.conv;
   const int64_t cg = c.c / c.group, og = c.o / c.group, pixels = c.oh * c.ow, planes_per_channel = s.phases * s.hq * s.wq;
@@ -664,7 +664,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
     return;
   }
   const QChannelParams ch{s.bias.data(), mult, shift};
-  const int threads = ctx.pool ? ctx.pool->size() : 1;
+  const int threads = threads_of(ctx.pool);
   uint8_t* padded = reinterpret_cast<uint8_t*>(ctx.workspace);  // 64-byte aligned
   uint8_t* ws = padded + (s.padded_bytes + 63) / 64 * 64;
   const Conv2dParams& c = q.conv;

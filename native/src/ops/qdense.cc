@@ -155,7 +155,7 @@ void run(const OpParams& p, const RunContext& ctx, const std::vector<OpInput>& i
   // Row blocks of the packed weights split between the threads (the weights stream from memory:
   // each thread reads its part once for all rows of x).
   const int64_t rows = kt.q->dense_rows, blocks = (m + rows - 1) / rows;
-  const int threads = ctx.pool ? ctx.pool->size() : 1;
+  const int threads = threads_of(ctx.pool);
   const int64_t tasks = threads > 1 && m * k >= 65536 ? std::min<int64_t>(blocks, 2 * threads) : 1;
   const int64_t per = (blocks + tasks - 1) / tasks * rows;
   auto task = [&](int64_t t) {
